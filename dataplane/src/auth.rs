@@ -1,0 +1,137 @@
+//! Shopper identity: HMAC-SHA256 signed user tokens.
+//!
+//! A token is `<user, base64url>.<expiry ms>.<signature, base64url>`; the signature covers
+//! the user id and the expiry, so neither can be changed without the secret.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The shared secret every node and the identity provider sign with.
+#[derive(Clone)]
+pub struct Secret(Vec<u8>);
+
+pub const MIN_SECRET_BYTES: usize = 16;
+
+impl Secret {
+    pub fn new(bytes: Vec<u8>) -> Option<Self> {
+        (bytes.len() >= MIN_SECRET_BYTES).then_some(Secret(bytes))
+    }
+
+    fn mac(&self, parts: &[&[u8]]) -> HmacSha256 {
+        // HMAC takes keys of any length; the error case cannot happen.
+        let mut m = HmacSha256::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!());
+        for p in parts {
+            m.update(&(p.len() as u64).to_be_bytes());
+            m.update(p);
+        }
+        m
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+/// User ids: 1-64 printable ASCII characters, no spaces or separators used in keys.
+pub fn valid_user_id(u: &str) -> bool {
+    (1..=64).contains(&u.len())
+        && u.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'@' | b'+' | b'.'))
+}
+
+pub fn issue_token(secret: &Secret, user: &str, expires_ms: i64) -> String {
+    let exp = expires_ms.to_string();
+    let sig = secret
+        .mac(&[b"user", user.as_bytes(), exp.as_bytes()])
+        .finalize()
+        .into_bytes();
+    format!("{}.{exp}.{}", B64.encode(user), B64.encode(sig))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    #[error("malformed token")]
+    Malformed,
+    #[error("bad signature")]
+    BadSignature,
+    #[error("token expired")]
+    Expired,
+}
+
+/// The user a token names, when its signature holds and it has not expired at `now_ms`.
+pub fn verify_token(secret: &Secret, token: &str, now_ms: i64) -> Result<String, TokenError> {
+    let mut it = token.split('.');
+    let (Some(u), Some(exp), Some(sig), None) = (it.next(), it.next(), it.next(), it.next()) else {
+        return Err(TokenError::Malformed);
+    };
+    let user = B64
+        .decode(u)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .filter(|u| valid_user_id(u))
+        .ok_or(TokenError::Malformed)?;
+    let expires: i64 = exp.parse().map_err(|_| TokenError::Malformed)?;
+    let sig = B64.decode(sig).map_err(|_| TokenError::Malformed)?;
+    secret
+        .mac(&[b"user", user.as_bytes(), exp.as_bytes()])
+        .verify_slice(&sig)
+        .map_err(|_| TokenError::BadSignature)?;
+    if expires <= now_ms {
+        return Err(TokenError::Expired);
+    }
+    Ok(user)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secret() -> Secret {
+        Secret::new(b"0123456789abcdef0123456789abcdef".to_vec()).expect("long enough")
+    }
+
+    #[test]
+    fn a_token_names_its_user_until_it_expires() {
+        let t = issue_token(&secret(), "alice", 2_000);
+        assert_eq!(verify_token(&secret(), &t, 1_999).as_deref(), Ok("alice"));
+        assert_eq!(verify_token(&secret(), &t, 2_000), Err(TokenError::Expired));
+    }
+
+    #[test]
+    fn forged_tokens_are_refused() {
+        let t = issue_token(&secret(), "alice", 2_000);
+        let other = Secret::new(b"another secret, just as long".to_vec()).expect("long");
+        assert_eq!(verify_token(&other, &t, 0), Err(TokenError::BadSignature));
+        // Same signature, different user.
+        let sig = t.rsplit('.').next().expect("3 parts");
+        let forged = format!("{}.2000.{sig}", B64.encode("mallory"));
+        assert_eq!(
+            verify_token(&secret(), &forged, 0),
+            Err(TokenError::BadSignature)
+        );
+        // Extended expiry.
+        let forged = t.replace(".2000.", ".9999999.");
+        assert_eq!(
+            verify_token(&secret(), &forged, 0),
+            Err(TokenError::BadSignature)
+        );
+        for bad in ["", "a.b", "a.b.c.d", "!!.1.x", &t[..t.len() - 3]] {
+            assert!(verify_token(&secret(), bad, 0).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn short_secrets_and_odd_user_ids_are_refused() {
+        assert!(Secret::new(b"short".to_vec()).is_none());
+        assert!(valid_user_id("user-42@example.com"));
+        for bad in ["", "a b", "a:b", "ü", &"x".repeat(65)] {
+            assert!(!valid_user_id(bad), "{bad}");
+        }
+    }
+}

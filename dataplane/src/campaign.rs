@@ -1,0 +1,355 @@
+//! The campaign model: its definition, its lifecycle and their validation.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+/// A campaign as an operator writes it in TOML (`config/campaigns/*.toml`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CampaignSpec {
+    pub id: String,
+    pub name: String,
+    pub total: u64,
+    pub partitions: u32,
+    pub per_user_limit: u32,
+    pub hold_ttl_s: u64,
+    pub price_cents: u64,
+    /// RFC 3339; absent means "when started".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starts_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends_at: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{field}: {problem}")]
+pub struct SpecError {
+    pub field: &'static str,
+    pub problem: String,
+}
+
+fn spec_err(field: &'static str, problem: impl Into<String>) -> SpecError {
+    SpecError {
+        field,
+        problem: problem.into(),
+    }
+}
+
+pub const MAX_PARTITIONS: u32 = 1024;
+
+/// Campaign ids appear in keys and order ids: lowercase letters, digits, `_` and `-`.
+pub fn valid_id(id: &str) -> bool {
+    (1..=32).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+/// Milliseconds since the Unix epoch of an RFC 3339 instant.
+pub fn parse_instant_ms(s: &str) -> Option<i64> {
+    let t = OffsetDateTime::parse(s, &Rfc3339).ok()?;
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
+}
+
+pub fn format_instant_ms(ms: i64) -> String {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_else(|| ms.to_string())
+}
+
+impl CampaignSpec {
+    pub fn from_toml(text: &str) -> Result<Self, SpecError> {
+        let spec: CampaignSpec =
+            toml::from_str(text).map_err(|e| spec_err("campaign", e.message().to_string()))?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if !valid_id(&self.id) {
+            return Err(spec_err(
+                "id",
+                "1-32 characters of lowercase letters, digits, '_' or '-'",
+            ));
+        }
+        if self.name.trim().is_empty() || self.name.len() > 200 {
+            return Err(spec_err("name", "must be 1-200 characters"));
+        }
+        if self.total == 0 || self.total > 1_000_000_000 {
+            return Err(spec_err("total", "must be between 1 and 1000000000"));
+        }
+        if self.partitions == 0 || self.partitions > MAX_PARTITIONS {
+            return Err(spec_err(
+                "partitions",
+                format!("must be between 1 and {MAX_PARTITIONS}"),
+            ));
+        }
+        if self.per_user_limit == 0 {
+            return Err(spec_err("per_user_limit", "must be at least 1"));
+        }
+        if self.hold_ttl_s == 0 || self.hold_ttl_s > 7 * 24 * 3600 {
+            return Err(spec_err("hold_ttl_s", "must be between 1 and 604800"));
+        }
+        let starts = self.starts_at_ms()?;
+        let ends = self.ends_at_ms()?;
+        if let (Some(s), Some(e)) = (starts, ends) {
+            if e <= s {
+                return Err(spec_err("ends_at", "must be after starts_at"));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn starts_at_ms(&self) -> Result<Option<i64>, SpecError> {
+        instant(&self.starts_at, "starts_at")
+    }
+
+    pub fn ends_at_ms(&self) -> Result<Option<i64>, SpecError> {
+        instant(&self.ends_at, "ends_at")
+    }
+
+    /// Units given to each partition at arm time: an even split, the remainder to the first.
+    pub fn allocation(&self) -> Vec<u64> {
+        let p = u64::from(self.partitions);
+        (0..p)
+            .map(|i| self.total / p + u64::from(i < self.total % p))
+            .collect()
+    }
+}
+
+fn instant(v: &Option<String>, field: &'static str) -> Result<Option<i64>, SpecError> {
+    match v {
+        None => Ok(None),
+        Some(s) => parse_instant_ms(s)
+            .map(Some)
+            .ok_or_else(|| spec_err(field, format!("'{s}' is not an RFC 3339 instant"))),
+    }
+}
+
+/// Lifecycle: draft → armed → live ⇄ paused → ended. `sold_out` is not stored: it is
+/// what a live campaign with no unit left reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Draft,
+    /// Stock is being loaded into the partitions; `arm` resumes it after a crash.
+    Arming,
+    Armed,
+    Live,
+    Paused,
+    Ended,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Draft => "draft",
+            State::Arming => "arming",
+            State::Armed => "armed",
+            State::Live => "live",
+            State::Paused => "paused",
+            State::Ended => "ended",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<State> {
+        Some(match s {
+            "draft" => State::Draft,
+            "arming" => State::Arming,
+            "armed" => State::Armed,
+            "live" => State::Live,
+            "paused" => State::Paused,
+            "ended" => State::Ended,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An operator's lifecycle action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Start,
+    Pause,
+    Resume,
+    Stop,
+}
+
+impl Action {
+    /// The states an action may be taken from, and the state it leads to.
+    pub fn transition(self) -> (&'static [State], State) {
+        match self {
+            Action::Start => (&[State::Armed], State::Live),
+            Action::Pause => (&[State::Live], State::Paused),
+            Action::Resume => (&[State::Paused], State::Live),
+            Action::Stop => (&[State::Armed, State::Live, State::Paused], State::Ended),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Start => "start",
+            Action::Pause => "pause",
+            Action::Resume => "resume",
+            Action::Stop => "stop",
+        }
+    }
+}
+
+/// A campaign as stored in the control plane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Campaign {
+    pub spec: CampaignSpec,
+    pub state: State,
+    pub starts_at_ms: Option<i64>,
+    pub ends_at_ms: Option<i64>,
+}
+
+impl Campaign {
+    pub fn new(spec: CampaignSpec) -> Result<Self, SpecError> {
+        spec.validate()?;
+        Ok(Campaign {
+            starts_at_ms: spec.starts_at_ms()?,
+            ends_at_ms: spec.ends_at_ms()?,
+            spec,
+            state: State::Draft,
+        })
+    }
+
+    /// Field/value pairs of the campaign's Redis hash.
+    pub fn to_fields(&self) -> Vec<(&'static str, String)> {
+        let s = &self.spec;
+        let mut f = vec![
+            ("id", s.id.clone()),
+            ("name", s.name.clone()),
+            ("total", s.total.to_string()),
+            ("partitions", s.partitions.to_string()),
+            ("per_user_limit", s.per_user_limit.to_string()),
+            ("hold_ttl_s", s.hold_ttl_s.to_string()),
+            ("price_cents", s.price_cents.to_string()),
+            ("state", self.state.as_str().to_string()),
+            ("starts_at_ms", self.starts_at_ms.unwrap_or(0).to_string()),
+            ("ends_at_ms", self.ends_at_ms.unwrap_or(0).to_string()),
+        ];
+        if let Some(v) = &s.starts_at {
+            f.push(("starts_at", v.clone()));
+        }
+        if let Some(v) = &s.ends_at {
+            f.push(("ends_at", v.clone()));
+        }
+        f
+    }
+
+    /// Rebuilds a campaign from its Redis hash; `None` when a field is missing or invalid.
+    pub fn from_fields(h: &HashMap<String, String>) -> Option<Self> {
+        let num = |k: &str| h.get(k)?.parse::<u64>().ok();
+        let ms = |k: &str| h.get(k)?.parse::<i64>().ok().filter(|v| *v > 0);
+        let spec = CampaignSpec {
+            id: h.get("id")?.clone(),
+            name: h.get("name")?.clone(),
+            total: num("total")?,
+            partitions: u32::try_from(num("partitions")?).ok()?,
+            per_user_limit: u32::try_from(num("per_user_limit")?).ok()?,
+            hold_ttl_s: num("hold_ttl_s")?,
+            price_cents: num("price_cents")?,
+            starts_at: h.get("starts_at").cloned(),
+            ends_at: h.get("ends_at").cloned(),
+        };
+        Some(Campaign {
+            state: State::parse(h.get("state")?)?,
+            starts_at_ms: ms("starts_at_ms"),
+            ends_at_ms: ms("ends_at_ms"),
+            spec,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEMO: &str = r#"
+id = "demo"
+name = "Demo album"
+total = 1000
+partitions = 8
+per_user_limit = 1
+hold_ttl_s = 300
+price_cents = 999
+starts_at = "2026-12-01T12:00:00Z"
+"#;
+
+    #[test]
+    fn parses_and_round_trips_through_redis_fields() {
+        let spec = CampaignSpec::from_toml(DEMO).expect("valid");
+        assert_eq!(spec.starts_at_ms().expect("valid"), Some(1_796_126_400_000));
+        let c = Campaign::new(spec).expect("valid");
+        let h: HashMap<String, String> = c
+            .to_fields()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        assert_eq!(Campaign::from_fields(&h), Some(c));
+    }
+
+    #[test]
+    fn allocation_splits_every_unit() {
+        let mut spec = CampaignSpec::from_toml(DEMO).expect("valid");
+        spec.total = 1003;
+        let a = spec.allocation();
+        assert_eq!(a.len(), 8);
+        assert_eq!(a.iter().sum::<u64>(), 1003);
+        assert_eq!(a.iter().max().expect("8") - a.iter().min().expect("8"), 1);
+    }
+
+    #[test]
+    fn invalid_specs_name_their_field() {
+        let cases = [
+            ("id = \"demo\"", "id = \"Demo Album\"", "id"),
+            ("total = 1000", "total = 0", "total"),
+            ("partitions = 8", "partitions = 0", "partitions"),
+            ("per_user_limit = 1", "per_user_limit = 0", "per_user_limit"),
+            ("hold_ttl_s = 300", "hold_ttl_s = 0", "hold_ttl_s"),
+            (
+                "starts_at = \"2026-12-01T12:00:00Z\"",
+                "starts_at = \"tomorrow\"",
+                "starts_at",
+            ),
+            (
+                "starts_at = \"2026-12-01T12:00:00Z\"",
+                "starts_at = \"2026-12-01T12:00:00Z\"\nends_at = \"2026-12-01T11:00:00Z\"",
+                "ends_at",
+            ),
+        ];
+        for (from, to, field) in cases {
+            let err = CampaignSpec::from_toml(&DEMO.replace(from, to)).expect_err(to);
+            assert_eq!(err.field, field, "{to}: {err}");
+        }
+        let err =
+            CampaignSpec::from_toml(&format!("{DEMO}\ncolour = \"red\"")).expect_err("unknown");
+        assert!(err.to_string().contains("colour"), "{err}");
+        let err =
+            CampaignSpec::from_toml(&DEMO.replace("total = 1000", "total = -5")).expect_err("neg");
+        assert!(
+            err.to_string().contains("total") || err.to_string().contains("invalid"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn actions_follow_the_lifecycle() {
+        assert_eq!(Action::Start.transition().1, State::Live);
+        assert!(!Action::Start.transition().0.contains(&State::Draft));
+        assert!(Action::Stop.transition().0.contains(&State::Paused));
+        assert!(!Action::Resume.transition().0.contains(&State::Ended));
+    }
+}

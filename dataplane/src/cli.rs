@@ -1,0 +1,249 @@
+//! The `seckill-dataplane` command line: `serve`, and the campaign commands operators
+//! and scripts use on the control plane.
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use seckill_dataplane::campaign::{format_instant_ms, Action, Campaign, CampaignSpec};
+use seckill_dataplane::config::Config;
+use seckill_dataplane::{control, ledger, server};
+
+#[derive(Parser)]
+#[command(
+    name = "seckill-dataplane",
+    version,
+    about = "seckill data plane: flash-sale purchases, thread-per-core"
+)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the shopper API, one shard per core.
+    Serve(ServeArgs),
+    /// Create, arm, start, pause, resume, stop and inspect campaigns.
+    Campaign {
+        /// Redis holding the control plane.
+        #[arg(
+            long,
+            env = "SECKILL_REDIS",
+            default_value = "redis://127.0.0.1:6390",
+            global = true
+        )]
+        redis: String,
+        #[command(subcommand)]
+        command: CampaignCommand,
+    },
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// TOML configuration; a missing default file means built-in defaults.
+    #[arg(long, env = "SECKILL_CONFIG")]
+    config: Option<PathBuf>,
+    /// Address to listen on (every shard binds it with SO_REUSEPORT).
+    #[arg(long, env = "SECKILL_LISTEN")]
+    listen: Option<String>,
+    /// Redis URL, e.g. redis://127.0.0.1:6390.
+    #[arg(long, env = "SECKILL_REDIS")]
+    redis: Option<String>,
+    /// Number of shards (default: one per core).
+    #[arg(long, env = "SECKILL_SHARDS")]
+    shards: Option<usize>,
+    /// Enable POST /api/session, which signs a token for any user id.
+    #[arg(long, env = "SECKILL_DEMO_ISSUER")]
+    demo_issuer: bool,
+    /// File holding the shared HMAC secret.
+    #[arg(long, env = "SECKILL_SECRET_FILE")]
+    secret_file: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum CampaignCommand {
+    /// Create a campaign (state draft) from a TOML file.
+    Create {
+        #[arg(long)]
+        file: PathBuf,
+        /// Use this id instead of the file's (the file as a template).
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// List campaigns.
+    List,
+    /// Show a campaign, its partitions and its ledger.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Load the stock into the partitions (once; re-arming is refused).
+    Arm { id: String },
+    /// Open the sale (armed → live).
+    Start { id: String },
+    /// Pause the sale (live → paused).
+    Pause { id: String },
+    /// Resume the sale (paused → live).
+    Resume { id: String },
+    /// End the sale for good.
+    Stop { id: String },
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        Command::Serve(a) => serve(a),
+        Command::Campaign { redis, command } => campaign(&redis, command),
+    }
+}
+
+fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
+    let explicit = a.config.is_some();
+    let path = a.config.unwrap_or_else(|| "config/dataplane.toml".into());
+    let mut config = Config::load(&path, explicit)?;
+    if let Some(v) = a.listen {
+        config.listen = v;
+    }
+    if let Some(v) = a.redis {
+        config.redis = v;
+    }
+    if let Some(v) = a.shards {
+        config.shards = Some(v);
+    }
+    if a.demo_issuer {
+        config.demo_issuer = true;
+    }
+    if let Some(v) = a.secret_file {
+        config.secret_file = v;
+    }
+    let settings = config.validate()?;
+    server::run(settings)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn campaign(redis: &str, command: CampaignCommand) -> anyhow::Result<ExitCode> {
+    let mut con = control::connect(redis).with_context(|| format!("connecting to {redis}"))?;
+    let con = &mut con;
+    match command {
+        CampaignCommand::Create { file, id } => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let mut spec =
+                CampaignSpec::from_toml(&text).with_context(|| format!("in {}", file.display()))?;
+            if let Some(id) = id {
+                spec.id = id;
+            }
+            let c = control::create(con, spec)?;
+            println!(
+                "created campaign {} ({}), state {}",
+                c.spec.id, c.spec.name, c.state
+            );
+        }
+        CampaignCommand::List => {
+            let all = control::list(con)?;
+            if all.is_empty() {
+                println!("no campaigns");
+            }
+            println!(
+                "{:<16} {:<8} {:>10} {:>10} {:>5} {:<25} name",
+                "id", "state", "total", "remaining", "parts", "starts"
+            );
+            for c in &all {
+                let remaining: i64 = control::partitions(con, c)?
+                    .iter()
+                    .map(|p| p.stock + p.transit)
+                    .sum();
+                println!(
+                    "{:<16} {:<8} {:>10} {:>10} {:>5} {:<25} {}",
+                    c.spec.id,
+                    c.state,
+                    c.spec.total,
+                    remaining,
+                    c.spec.partitions,
+                    c.starts_at_ms
+                        .map(format_instant_ms)
+                        .unwrap_or_else(|| "-".into()),
+                    c.spec.name
+                );
+            }
+        }
+        CampaignCommand::Show { id, json } => return show(con, &id, json),
+        CampaignCommand::Arm { id } => {
+            let c = control::arm(con, &id)?;
+            println!(
+                "armed {}: {} units in {} partitions",
+                id, c.spec.total, c.spec.partitions
+            );
+        }
+        CampaignCommand::Start { id } => act(con, &id, Action::Start)?,
+        CampaignCommand::Pause { id } => act(con, &id, Action::Pause)?,
+        CampaignCommand::Resume { id } => act(con, &id, Action::Resume)?,
+        CampaignCommand::Stop { id } => act(con, &id, Action::Stop)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn act(con: &mut redis::Connection, id: &str, action: Action) -> anyhow::Result<()> {
+    let c = control::act(con, id, action)?;
+    println!("{id} is {}", c.state);
+    Ok(())
+}
+
+fn show(con: &mut redis::Connection, id: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let c: Campaign = control::get(con, id)?;
+    let parts = control::partitions(con, &c)?;
+    let l = ledger::check(con, &c)?;
+    if json {
+        let v = serde_json::json!({
+            "campaign": {
+                "spec": c.spec,
+                "state": c.state,
+                "starts_at_ms": c.starts_at_ms,
+                "ends_at_ms": c.ends_at_ms,
+            },
+            "partitions": parts,
+            "ledger": l,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let s = &c.spec;
+        println!("{} — {}", s.id, s.name);
+        println!("  state        {}", c.state);
+        println!(
+            "  total        {} units, {} partitions, at most {} per buyer",
+            s.total, s.partitions, s.per_user_limit
+        );
+        println!(
+            "  price        {}.{:02}",
+            s.price_cents / 100,
+            s.price_cents % 100
+        );
+        println!("  hold         {} s to pay", s.hold_ttl_s);
+        println!(
+            "  starts       {}",
+            c.starts_at_ms
+                .map(format_instant_ms)
+                .unwrap_or_else(|| "when started".into())
+        );
+        println!(
+            "  ends         {}",
+            c.ends_at_ms
+                .map(format_instant_ms)
+                .unwrap_or_else(|| "when stopped".into())
+        );
+        println!("  partition   initial    stock     held     sold  transit");
+        for p in &parts {
+            println!(
+                "  {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}",
+                p.partition, p.initial, p.stock, p.held, p.sold, p.transit
+            );
+        }
+        println!("  ledger       {l}");
+    }
+    if !l.holds() {
+        bail!("the ledger of {id} does not hold");
+    }
+    Ok(ExitCode::SUCCESS)
+}

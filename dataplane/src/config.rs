@@ -1,0 +1,379 @@
+//! Data plane configuration: defaults, then the TOML file, then `SECKILL_*` variables
+//! and command-line flags; validated once at start, naming the field that is wrong.
+
+use serde::Deserialize;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::auth::Secret;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address every shard listens on (`SO_REUSEPORT`).
+    pub listen: String,
+    /// Redis URL: `redis://[user:password@]host:port[/db]`.
+    pub redis: String,
+    /// Number of shards (pinned executors); absent means one per core.
+    pub shards: Option<usize>,
+    /// Serve `POST /api/session`, which signs a token for any user id (demos, tests).
+    pub demo_issuer: bool,
+    /// File holding the HMAC secret shared by every node (at least 16 bytes).
+    pub secret_file: PathBuf,
+    /// Lifetime of tokens issued by the demo issuer.
+    pub token_ttl_s: u64,
+    pub http: HttpConfig,
+    pub redis_client: RedisClientConfig,
+    pub control: ControlConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    pub max_header_bytes: usize,
+    pub max_headers: usize,
+    pub max_body_bytes: usize,
+    /// A request's head must arrive within this time of its first byte.
+    pub header_timeout_ms: u64,
+    /// A keep-alive connection with no request for this long is closed.
+    pub idle_timeout_ms: u64,
+    pub max_connections_per_shard: usize,
+    /// How long a stopping node lets in-flight requests finish.
+    pub shutdown_grace_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RedisClientConfig {
+    pub connect_timeout_ms: u64,
+    /// A command without a reply by then fails, and the request answers 503.
+    pub command_timeout_ms: u64,
+    /// Longest wait between reconnection attempts.
+    pub max_backoff_ms: u64,
+    /// How long an `Idempotency-Key` is remembered.
+    pub idempotency_ttl_s: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControlConfig {
+    /// How often each shard polls the control plane (pub/sub usually tells it sooner).
+    pub poll_ms: u64,
+    /// How often the rebalancer evens out stock and replays unfinished transfers.
+    pub rebalance_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:8080".into(),
+            redis: "redis://127.0.0.1:6390".into(),
+            shards: None,
+            demo_issuer: false,
+            secret_file: "data/secret".into(),
+            token_ttl_s: 3600,
+            http: HttpConfig::default(),
+            redis_client: RedisClientConfig::default(),
+            control: ControlConfig::default(),
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            max_header_bytes: 8 * 1024,
+            max_headers: 32,
+            max_body_bytes: 4 * 1024,
+            header_timeout_ms: 5_000,
+            idle_timeout_ms: 30_000,
+            max_connections_per_shard: 20_000,
+            shutdown_grace_ms: 5_000,
+        }
+    }
+}
+
+impl Default for RedisClientConfig {
+    fn default() -> Self {
+        RedisClientConfig {
+            connect_timeout_ms: 100,
+            command_timeout_ms: 1_000,
+            max_backoff_ms: 1_000,
+            idempotency_ttl_s: 24 * 3600,
+        }
+    }
+}
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        ControlConfig {
+            poll_ms: 250,
+            rebalance_ms: 1_000,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct ConfigError {
+    pub field: String,
+    pub problem: String,
+}
+
+fn bad(field: &str, problem: impl Into<String>) -> ConfigError {
+    ConfigError {
+        field: field.to_string(),
+        problem: problem.into(),
+    }
+}
+
+/// Where a Redis node is and how to log in to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisTarget {
+    pub host: String,
+    pub port: u16,
+    pub db: i64,
+    pub username: Option<String>,
+    pub password: Option<String>,
+}
+
+impl RedisTarget {
+    pub fn parse(url: &str) -> Result<Self, String> {
+        use redis::{ConnectionAddr, IntoConnectionInfo};
+        let info = url.into_connection_info().map_err(|e| e.to_string())?;
+        let ConnectionAddr::Tcp(host, port) = info.addr().clone() else {
+            return Err("only redis:// (TCP) URLs are supported".into());
+        };
+        let r = info.redis_settings();
+        Ok(RedisTarget {
+            host,
+            port,
+            db: r.db(),
+            username: r.username().map(str::to_string),
+            password: r.password().map(str::to_string),
+        })
+    }
+}
+
+/// The dotted name of the `key = value` line holding byte `pos`, with its `[section]`.
+fn field_at(text: &str, pos: usize) -> Option<String> {
+    let before = text.get(..pos)?;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next()?;
+    let key = line.split('=').next()?.trim();
+    if key.is_empty() || key.starts_with('[') {
+        return None;
+    }
+    let section = before[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('[') && l.ends_with(']'))
+        .map(|l| l.trim_matches(['[', ']']).trim().to_string());
+    Some(match section {
+        Some(s) => format!("{s}.{key}"),
+        None => key.to_string(),
+    })
+}
+
+/// A validated configuration, ready to run.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub redis_url: String,
+    pub redis: RedisTarget,
+    pub shards: usize,
+    pub demo_issuer: bool,
+    pub secret: Secret,
+    pub token_ttl: Duration,
+    pub http: HttpConfig,
+    pub redis_client: RedisClientConfig,
+    pub control: ControlConfig,
+}
+
+impl Config {
+    /// Reads the TOML file. A missing file is an error only when it was named explicitly.
+    pub fn load(path: &Path, explicit: bool) -> Result<Config, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::from_toml(&text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
+                Ok(Config::default())
+            }
+            Err(e) => Err(bad(
+                "config",
+                format!("cannot read {}: {e}", path.display()),
+            )),
+        }
+    }
+
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            let field = e
+                .span()
+                .and_then(|s| field_at(text, s.start))
+                .unwrap_or_else(|| "config".into());
+            bad(&field, e.message().to_string())
+        })
+    }
+
+    pub fn validate(&self) -> Result<Settings, ConfigError> {
+        let listen = self
+            .listen
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| {
+                bad(
+                    "listen",
+                    format!("'{}' is not a host:port address", self.listen),
+                )
+            })?;
+        let redis = RedisTarget::parse(&self.redis).map_err(|e| bad("redis", e))?;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let shards = self.shards.unwrap_or(cores);
+        if shards == 0 || shards > 256 {
+            return Err(bad("shards", "must be between 1 and 256"));
+        }
+        let bytes = std::fs::read(&self.secret_file).map_err(|e| {
+            bad(
+                "secret_file",
+                format!("cannot read {}: {e}", self.secret_file.display()),
+            )
+        })?;
+        let trimmed = String::from_utf8_lossy(&bytes).trim().as_bytes().to_vec();
+        let secret = Secret::new(trimmed).ok_or_else(|| {
+            bad(
+                "secret_file",
+                format!("{} holds fewer than 16 bytes", self.secret_file.display()),
+            )
+        })?;
+        let h = &self.http;
+        for (field, v, min) in [
+            ("http.max_header_bytes", h.max_header_bytes, 1024),
+            ("http.max_headers", h.max_headers, 4),
+            ("http.max_body_bytes", h.max_body_bytes, 64),
+            (
+                "http.max_connections_per_shard",
+                h.max_connections_per_shard,
+                1,
+            ),
+        ] {
+            if v < min {
+                return Err(bad(field, format!("must be at least {min}")));
+            }
+        }
+        let r = &self.redis_client;
+        for (field, v) in [
+            ("http.header_timeout_ms", h.header_timeout_ms),
+            ("http.idle_timeout_ms", h.idle_timeout_ms),
+            ("redis_client.connect_timeout_ms", r.connect_timeout_ms),
+            ("redis_client.command_timeout_ms", r.command_timeout_ms),
+            ("redis_client.max_backoff_ms", r.max_backoff_ms),
+            ("redis_client.idempotency_ttl_s", r.idempotency_ttl_s),
+            ("control.poll_ms", self.control.poll_ms),
+            ("control.rebalance_ms", self.control.rebalance_ms),
+            ("token_ttl_s", self.token_ttl_s),
+        ] {
+            if v == 0 {
+                return Err(bad(field, "must be greater than 0"));
+            }
+        }
+        if self.control.poll_ms > 1000 {
+            return Err(bad(
+                "control.poll_ms",
+                "must be at most 1000 (nodes apply changes within 1 s)",
+            ));
+        }
+        Ok(Settings {
+            listen,
+            redis_url: self.redis.clone(),
+            redis,
+            shards,
+            demo_issuer: self.demo_issuer,
+            secret,
+            token_ttl: Duration::from_secs(self.token_ttl_s),
+            http: self.http.clone(),
+            redis_client: self.redis_client.clone(),
+            control: self.control.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_secret(text: &str) -> (tempfile::TempDir, Config) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "a secret of more than sixteen bytes\n").expect("write");
+        let mut c = Config::from_toml(text).expect("parses");
+        c.secret_file = secret;
+        (dir, c)
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let (_d, c) = with_secret("");
+        let s = c.validate().expect("valid");
+        assert_eq!(s.redis.port, 6390);
+        assert!(s.shards >= 1);
+    }
+
+    #[test]
+    fn the_file_sets_nested_fields() {
+        let (_d, c) =
+            with_secret("listen = \"127.0.0.1:9000\"\nshards = 2\n[http]\nmax_body_bytes = 1000\n");
+        let s = c.validate().expect("valid");
+        assert_eq!(s.listen.port(), 9000);
+        assert_eq!(s.shards, 2);
+        assert_eq!(s.http.max_body_bytes, 1000);
+    }
+
+    #[test]
+    fn invalid_values_name_their_field() {
+        let cases = [
+            ("listen = \"nowhere\"", "listen"),
+            ("redis = \"http://x\"", "redis"),
+            ("shards = 0", "shards"),
+            ("[control]\npoll_ms = 5000", "control.poll_ms"),
+            ("[http]\nmax_body_bytes = 1", "http.max_body_bytes"),
+            (
+                "[redis_client]\ncommand_timeout_ms = 0",
+                "redis_client.command_timeout_ms",
+            ),
+        ];
+        for (text, field) in cases {
+            let (_d, c) = with_secret(text);
+            let err = c.validate().expect_err(text);
+            assert_eq!(err.field, field, "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn unknown_or_mistyped_fields_are_refused_by_name() {
+        let err = Config::from_toml("shards = \"two\"").expect_err("type");
+        assert_eq!(err.field, "shards", "{err}");
+        let err = Config::from_toml("[http]\nmax_headers = -1").expect_err("type");
+        assert_eq!(err.field, "http.max_headers", "{err}");
+        let err = Config::from_toml("lisen = \"x\"").expect_err("unknown");
+        assert!(err.to_string().contains("lisen"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_or_short_secret_is_refused() {
+        let (dir, mut c) = with_secret("");
+        c.secret_file = dir.path().join("absent");
+        assert_eq!(c.validate().expect_err("absent").field, "secret_file");
+        std::fs::write(&c.secret_file, "short").expect("write");
+        assert_eq!(c.validate().expect_err("short").field, "secret_file");
+    }
+
+    #[test]
+    fn a_missing_default_file_means_defaults() {
+        let p = Path::new("/nonexistent/dataplane.toml");
+        assert!(Config::load(p, false).is_ok());
+        assert_eq!(Config::load(p, true).expect_err("named").field, "config");
+    }
+}

@@ -1,0 +1,161 @@
+//! The control plane in Redis: campaign definitions and lifecycle, read and written with
+//! the blocking client (CLI, console, tests). Every change bumps a version counter and is
+//! published, so running nodes apply it within a poll interval, usually at once.
+
+use redis::Commands;
+use std::collections::HashMap;
+
+use crate::campaign::{Action, Campaign, CampaignSpec, SpecError, State};
+use crate::keys::{self, PartitionKeys};
+use crate::scripts;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("no campaign '{0}'")]
+    NotFound(String),
+    #[error("campaign '{0}' already exists")]
+    Exists(String),
+    #[error("campaign '{id}' is {from}: cannot {action}")]
+    Transition {
+        id: String,
+        from: String,
+        action: &'static str,
+    },
+    #[error("invalid campaign: {0}")]
+    Invalid(#[from] SpecError),
+    #[error("campaign '{0}' has a damaged record in Redis")]
+    Damaged(String),
+}
+
+pub type Result<T> = std::result::Result<T, ControlError>;
+
+pub fn connect(url: &str) -> Result<redis::Connection> {
+    let client = redis::Client::open(url)?;
+    Ok(client.get_connection_with_timeout(std::time::Duration::from_secs(2))?)
+}
+
+/// Announces a change to every node.
+fn changed(con: &mut redis::Connection, id: &str) -> Result<()> {
+    let _: i64 = con.incr(keys::CONTROL_VERSION, 1)?;
+    let _: i64 = con.publish(keys::CONTROL_CHANNEL, id)?;
+    Ok(())
+}
+
+pub fn create(con: &mut redis::Connection, spec: CampaignSpec) -> Result<Campaign> {
+    let campaign = Campaign::new(spec)?;
+    let key = keys::campaign(&campaign.spec.id);
+    let fresh: bool = con.hset_nx(&key, "id", &campaign.spec.id)?;
+    if !fresh {
+        return Err(ControlError::Exists(campaign.spec.id.clone()));
+    }
+    let _: () = con.hset_multiple(&key, &campaign.to_fields())?;
+    let _: () = con.sadd(keys::CAMPAIGNS, &campaign.spec.id)?;
+    changed(con, &campaign.spec.id)?;
+    Ok(campaign)
+}
+
+pub fn get(con: &mut redis::Connection, id: &str) -> Result<Campaign> {
+    let h: HashMap<String, String> = con.hgetall(keys::campaign(id))?;
+    if h.is_empty() {
+        return Err(ControlError::NotFound(id.to_string()));
+    }
+    Campaign::from_fields(&h).ok_or_else(|| ControlError::Damaged(id.to_string()))
+}
+
+pub fn list(con: &mut redis::Connection) -> Result<Vec<Campaign>> {
+    let mut ids: Vec<String> = con.smembers(keys::CAMPAIGNS)?;
+    ids.sort();
+    ids.iter().map(|id| get(con, id)).collect()
+}
+
+fn set_state(
+    con: &mut redis::Connection,
+    id: &str,
+    to: State,
+    from: &[State],
+    action: &'static str,
+) -> Result<()> {
+    let mut inv = scripts::SET_STATE.key(keys::campaign(id));
+    inv.arg(to.as_str());
+    for s in from {
+        inv.arg(s.as_str());
+    }
+    let (ok, cur): (bool, Option<String>) = inv.invoke(con)?;
+    match (ok, cur) {
+        (true, _) => Ok(()),
+        (false, None) => Err(ControlError::NotFound(id.to_string())),
+        (false, Some(cur)) => Err(ControlError::Transition {
+            id: id.to_string(),
+            from: cur,
+            action,
+        }),
+    }
+}
+
+/// Loads the stock into the partitions, exactly once. A crash half-way is resumed by
+/// arming again; an armed campaign is never re-armed.
+pub fn arm(con: &mut redis::Connection, id: &str) -> Result<Campaign> {
+    set_state(con, id, State::Arming, &[State::Draft], "arm")?;
+    let c = get(con, id)?;
+    let (limit, ttl_ms) = (c.spec.per_user_limit, c.spec.hold_ttl_s * 1000);
+    for (p, units) in c.spec.allocation().into_iter().enumerate() {
+        let k = PartitionKeys::new(id, p as u32);
+        let _: i64 = scripts::ARM_PARTITION
+            .key(k.part())
+            .arg(units)
+            .arg(limit)
+            .arg(ttl_ms)
+            .arg(c.starts_at_ms.unwrap_or(0))
+            .arg(c.ends_at_ms.unwrap_or(0))
+            .invoke(con)?;
+    }
+    set_state(con, id, State::Armed, &[State::Arming], "arm")?;
+    changed(con, id)?;
+    get(con, id)
+}
+
+/// start, pause, resume or stop. Repeating an action that already took effect is
+/// harmless, and re-pushes the state to every partition.
+pub fn act(con: &mut redis::Connection, id: &str, action: Action) -> Result<Campaign> {
+    let (from, to) = action.transition();
+    set_state(con, id, to, from, action.name())?;
+    let c = get(con, id)?;
+    for p in 0..c.spec.partitions {
+        let _: () = con.hset(PartitionKeys::new(id, p).part(), "state", to.as_str())?;
+    }
+    changed(con, id)?;
+    Ok(c)
+}
+
+/// The stock counters of one partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PartitionStock {
+    pub partition: u32,
+    pub initial: i64,
+    pub stock: i64,
+    pub held: i64,
+    pub sold: i64,
+    pub transit: i64,
+}
+
+pub fn partitions(con: &mut redis::Connection, c: &Campaign) -> Result<Vec<PartitionStock>> {
+    (0..c.spec.partitions)
+        .map(|p| {
+            let v: Vec<Option<i64>> = redis::cmd("HMGET")
+                .arg(PartitionKeys::new(&c.spec.id, p).part())
+                .arg(&["initial", "stock", "held", "sold", "transit"])
+                .query(con)?;
+            let f = |i: usize| v.get(i).copied().flatten().unwrap_or(0);
+            Ok(PartitionStock {
+                partition: p,
+                initial: f(0),
+                stock: f(1),
+                held: f(2),
+                sold: f(3),
+                transit: f(4),
+            })
+        })
+        .collect()
+}

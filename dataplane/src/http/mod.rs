@@ -1,0 +1,136 @@
+//! HTTP/1.1 on a shard: hyper over glommio sockets, one small module per route.
+
+mod io;
+mod reply;
+mod routes;
+
+pub use reply::ApiError;
+
+use futures::future::{select, Either};
+use glommio::net::TcpStream;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use serde::de::DeserializeOwned;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::pin;
+use std::rc::Rc;
+use std::time::Duration;
+
+use crate::auth;
+use crate::shard::Shard;
+use reply::Reply;
+
+/// Serves one connection until the client leaves, a timeout fires, or `shutdown`
+/// resolves — then in-flight requests finish and the connection closes.
+pub async fn serve_connection(
+    shard: Rc<Shard>,
+    stream: TcpStream,
+    shutdown: impl Future<Output = ()>,
+) {
+    let h = &shard.settings.http;
+    let _ = stream.set_nodelay(true);
+    let io = TokioIo::new(io::TimedStream::new(
+        stream,
+        Duration::from_millis(h.header_timeout_ms),
+        Duration::from_millis(h.idle_timeout_ms),
+    ));
+    let svc_shard = shard.clone();
+    let svc = service_fn(move |req| {
+        let shard = svc_shard.clone();
+        async move { Ok::<_, Infallible>(route(&shard, req).await) }
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .keep_alive(true)
+        .max_headers(h.max_headers)
+        .max_header_size(h.max_header_bytes)
+        .max_buf_size((h.max_header_bytes + h.max_body_bytes).max(8192));
+    let conn = builder.serve_connection(io, svc);
+    let mut conn = pin!(conn);
+    let result = match select(conn.as_mut(), pin!(shutdown)).await {
+        Either::Left((r, _)) => r,
+        Either::Right(((), _)) => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "connection ended with an error");
+    }
+}
+
+async fn route(shard: &Shard, req: Request<Incoming>) -> Reply {
+    let path = req.uri().path().to_string();
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let method = req.method().clone();
+    let result = match (segments.as_slice(), &method) {
+        (["api", "time"], &Method::GET) => routes::time::get(),
+        (["api", "session"], &Method::POST) => routes::session::post(shard, req).await,
+        (["api", "campaigns"], &Method::GET) => routes::campaigns::list(shard),
+        (["api", "campaigns", id], &Method::GET) => routes::campaigns::get(shard, id),
+        (["api", "campaigns", id, "purchase"], &Method::POST) => {
+            routes::purchase::post(shard, id, req).await
+        }
+        (["api", "orders", id], &Method::GET) => routes::orders::get(shard, id, req).await,
+        (["api", "time"], _)
+        | (["api", "session"], _)
+        | (["api", "campaigns"], _)
+        | (["api", "campaigns", _], _)
+        | (["api", "campaigns", _, "purchase"], _)
+        | (["api", "orders", _], _) => Err(ApiError::MethodNotAllowed),
+        _ => Err(ApiError::NotFound),
+    };
+    result.unwrap_or_else(|e| e.reply())
+}
+
+/// The user a request's bearer token names.
+fn authenticate(shard: &Shard, req: &Request<Incoming>) -> Result<String, ApiError> {
+    let header = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .ok_or(ApiError::Unauthenticated("missing bearer token"))?;
+    let token = header
+        .to_str()
+        .ok()
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .ok_or(ApiError::Unauthenticated(
+            "expected 'Authorization: Bearer <token>'",
+        ))?;
+    auth::verify_token(&shard.settings.secret, token.trim(), crate::now_ms()).map_err(|e| {
+        ApiError::Unauthenticated(match e {
+            auth::TokenError::Expired => "token expired",
+            _ => "invalid token",
+        })
+    })
+}
+
+/// Reads a bounded JSON body; an empty body reads as `{}`.
+async fn read_json<T: DeserializeOwned>(
+    shard: &Shard,
+    req: Request<Incoming>,
+) -> Result<T, ApiError> {
+    let limit = shard.settings.http.max_body_bytes;
+    let body = Limited::new(req.into_body(), limit)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                ApiError::PayloadTooLarge
+            } else {
+                ApiError::BadRequest("could not read the request body".into())
+            }
+        })?
+        .to_bytes();
+    let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        &body
+    };
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
+}

@@ -1,0 +1,120 @@
+//! Responses: JSON bodies, and every refusal mapped to its HTTP status in one place.
+//! Internal detail (Redis errors and the like) never reaches a client.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use hyper::{Response, StatusCode};
+use serde::Serialize;
+use serde_json::json;
+
+pub type Reply = Response<Full<Bytes>>;
+
+pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Reply {
+    let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
+    let mut r = Response::new(Full::new(Bytes::from(bytes)));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+pub fn ok<T: Serialize>(body: &T) -> Reply {
+    json(StatusCode::OK, body)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiError {
+    BadRequest(String),
+    PayloadTooLarge,
+    Unauthenticated(&'static str),
+    NotFound,
+    UnknownCampaign,
+    MethodNotAllowed,
+    SoldOut,
+    NotEnough {
+        remaining: i64,
+    },
+    LimitReached,
+    Paused,
+    NotStarted {
+        starts_at_ms: Option<i64>,
+    },
+    Ended,
+    /// Redis is down, slow or erroring.
+    Unavailable,
+    /// Stock kept moving under a purchase; retrying soon will likely succeed.
+    Busy,
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        use ApiError::*;
+        match self {
+            BadRequest(_) => StatusCode::BAD_REQUEST,
+            PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            NotFound | UnknownCampaign => StatusCode::NOT_FOUND,
+            MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            SoldOut | NotEnough { .. } | LimitReached | Paused => StatusCode::CONFLICT,
+            NotStarted { .. } => StatusCode::TOO_EARLY,
+            Ended => StatusCode::GONE,
+            Unavailable | Busy => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        use ApiError::*;
+        match self {
+            BadRequest(_) => "bad_request",
+            PayloadTooLarge => "payload_too_large",
+            Unauthenticated(_) => "unauthenticated",
+            NotFound => "not_found",
+            UnknownCampaign => "unknown_campaign",
+            MethodNotAllowed => "method_not_allowed",
+            SoldOut => "sold_out",
+            NotEnough { .. } => "not_enough_stock",
+            LimitReached => "limit_reached",
+            Paused => "paused",
+            NotStarted { .. } => "not_started",
+            Ended => "ended",
+            Unavailable => "unavailable",
+            Busy => "busy",
+        }
+    }
+
+    fn message(&self) -> String {
+        use ApiError::*;
+        match self {
+            BadRequest(m) => m.clone(),
+            PayloadTooLarge => "request body too large".into(),
+            Unauthenticated(m) => (*m).into(),
+            NotFound => "no such resource".into(),
+            UnknownCampaign => "no such campaign".into(),
+            MethodNotAllowed => "method not allowed on this route".into(),
+            SoldOut => "every unit is held or sold".into(),
+            NotEnough { remaining } => format!("only {remaining} units left"),
+            LimitReached => "you already hold the most units one buyer may have".into(),
+            Paused => "the sale is paused".into(),
+            NotStarted { .. } => "the sale has not started".into(),
+            Ended => "the sale has ended".into(),
+            Unavailable => "the service is temporarily unavailable".into(),
+            Busy => "too much contention; retry shortly".into(),
+        }
+    }
+
+    pub fn reply(&self) -> Reply {
+        let mut body = json!({ "error": self.code(), "message": self.message() });
+        match self {
+            ApiError::NotStarted { starts_at_ms } => body["starts_at_ms"] = json!(starts_at_ms),
+            ApiError::NotEnough { remaining } => body["remaining"] = json!(remaining),
+            _ => {}
+        }
+        let mut r = json(self.status(), &body);
+        if matches!(self, ApiError::Unavailable | ApiError::Busy) {
+            r.headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        r
+    }
+}

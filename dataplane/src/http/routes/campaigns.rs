@@ -1,0 +1,54 @@
+//! `GET /api/campaigns` and `GET /api/campaigns/{id}`: what is on sale, from the shard's
+//! copy of the control plane (stock at most a poll interval old). Drafts are not shown.
+
+use serde::Serialize;
+
+use crate::campaign::State;
+use crate::http::reply::{ok, Reply};
+use crate::http::ApiError;
+use crate::shard::{CampaignView, Shard};
+
+#[derive(Debug, Serialize)]
+pub struct CampaignInfo<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub state: &'a str,
+    pub starts_at_ms: Option<i64>,
+    pub ends_at_ms: Option<i64>,
+    pub total: u64,
+    pub remaining: i64,
+    pub per_user_limit: u32,
+    pub price_cents: u64,
+}
+
+fn published(v: &CampaignView) -> bool {
+    !matches!(v.campaign.state, State::Draft | State::Arming)
+}
+
+fn info(v: &CampaignView) -> CampaignInfo<'_> {
+    let c = &v.campaign;
+    CampaignInfo {
+        id: &c.spec.id,
+        name: &c.spec.name,
+        state: v.public_state(),
+        starts_at_ms: c.starts_at_ms,
+        ends_at_ms: c.ends_at_ms,
+        total: c.spec.total,
+        remaining: v.remaining,
+        per_user_limit: c.spec.per_user_limit,
+        price_cents: c.spec.price_cents,
+    }
+}
+
+pub fn list(shard: &Shard) -> Result<Reply, ApiError> {
+    let all = shard.campaigns();
+    let list: Vec<CampaignInfo> = all.iter().filter(|v| published(v)).map(info).collect();
+    Ok(ok(&list))
+}
+
+pub fn get(shard: &Shard, id: &str) -> Result<Reply, ApiError> {
+    shard
+        .with_campaign(id, |v| published(v).then(|| ok(&info(v))))
+        .flatten()
+        .ok_or(ApiError::UnknownCampaign)
+}

@@ -1,0 +1,121 @@
+//! `POST /api/campaigns/{id}/purchase {"quantity"}`: everything the shard can decide alone
+//! is decided here; only a purchase that may succeed reaches Redis, as one script call.
+
+use hyper::body::Incoming;
+use hyper::Request;
+use serde::Deserialize;
+
+use crate::campaign::State;
+use crate::http::reply::{ok, Reply};
+use crate::http::{authenticate, read_json, ApiError};
+use crate::shard::Shard;
+use crate::store::{Purchase, PurchaseRequest};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Body {
+    #[serde(default = "one")]
+    quantity: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+
+/// Idempotency keys: 1-64 characters of letters, digits and `_ - . :`.
+fn idempotency_key(req: &Request<Incoming>) -> Result<Option<String>, ApiError> {
+    let Some(v) = req.headers().get("idempotency-key") else {
+        return Ok(None);
+    };
+    v.to_str()
+        .ok()
+        .filter(|k| {
+            (1..=64).contains(&k.len())
+                && k.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+        })
+        .map(|k| Some(k.to_string()))
+        .ok_or_else(|| {
+            ApiError::BadRequest(
+                "Idempotency-Key: 1-64 characters of letters, digits and _ - . :".into(),
+            )
+        })
+}
+
+pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
+    let user = authenticate(shard, &req)?;
+    let idem = idempotency_key(&req)?;
+    let body: Body = read_json(shard, req).await?;
+
+    let (partitions, limit) = shard
+        .with_campaign(id, |v| -> Result<_, ApiError> {
+            let c = &v.campaign;
+            let now = crate::now_ms();
+            match c.state {
+                State::Draft | State::Arming => return Err(ApiError::UnknownCampaign),
+                State::Armed => {
+                    return Err(ApiError::NotStarted {
+                        starts_at_ms: c.starts_at_ms,
+                    })
+                }
+                State::Paused => return Err(ApiError::Paused),
+                State::Ended => return Err(ApiError::Ended),
+                State::Live => {}
+            }
+            if c.starts_at_ms.is_some_and(|s| now < s) {
+                return Err(ApiError::NotStarted {
+                    starts_at_ms: c.starts_at_ms,
+                });
+            }
+            if c.ends_at_ms.is_some_and(|e| now >= e) {
+                return Err(ApiError::Ended);
+            }
+            // A retried request must get its first answer, so it goes to Redis even now.
+            if v.sold_out && idem.is_none() {
+                return Err(ApiError::SoldOut);
+            }
+            Ok((c.spec.partitions, c.spec.per_user_limit))
+        })
+        .ok_or(ApiError::UnknownCampaign)??;
+
+    if body.quantity < 1 || body.quantity > i64::from(limit) {
+        return Err(ApiError::BadRequest(format!(
+            "quantity: must be between 1 and {limit}"
+        )));
+    }
+    let outcome = shard
+        .store
+        .purchase(PurchaseRequest {
+            campaign: id,
+            partitions,
+            user: &user,
+            quantity: body.quantity as u32,
+            idempotency_key: idem.as_deref(),
+        })
+        .await
+        .map_err(|e| {
+            tracing::warn!(campaign = id, error = %e, "purchase failed in redis");
+            ApiError::Unavailable
+        })?;
+    match outcome {
+        Purchase::Held {
+            order_id,
+            pay_by_ms,
+        } => Ok(ok(&serde_json::json!({
+            "order_id": order_id,
+            "status": "held",
+            "pay_by_ms": pay_by_ms,
+        }))),
+        Purchase::SoldOut => {
+            shard.mark_sold_out(id);
+            Err(ApiError::SoldOut)
+        }
+        Purchase::NotEnough { remaining } => Err(ApiError::NotEnough { remaining }),
+        Purchase::LimitReached => Err(ApiError::LimitReached),
+        Purchase::NotStarted { starts_at_ms } => Err(ApiError::NotStarted { starts_at_ms }),
+        Purchase::Ended => Err(ApiError::Ended),
+        Purchase::Paused => Err(ApiError::Paused),
+        Purchase::UnknownCampaign => Err(ApiError::UnknownCampaign),
+        Purchase::Contended => Err(ApiError::Busy),
+    }
+}

@@ -1,0 +1,36 @@
+//! `POST /api/session {"user_id"}`: the demo token issuer. In production an identity
+//! provider signs tokens with the shared secret; this route exists only when enabled.
+
+use hyper::body::Incoming;
+use hyper::Request;
+use serde::Deserialize;
+
+use crate::auth;
+use crate::http::reply::{ok, Reply};
+use crate::http::{read_json, ApiError};
+use crate::shard::Shard;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Body {
+    user_id: String,
+}
+
+pub async fn post(shard: &Shard, req: Request<Incoming>) -> Result<Reply, ApiError> {
+    if !shard.settings.demo_issuer {
+        return Err(ApiError::NotFound);
+    }
+    let body: Body = read_json(shard, req).await?;
+    if !auth::valid_user_id(&body.user_id) {
+        return Err(ApiError::BadRequest(
+            "user_id: 1-64 characters of letters, digits and _ - @ + .".into(),
+        ));
+    }
+    let expires = crate::now_ms() + shard.settings.token_ttl.as_millis() as i64;
+    let token = auth::issue_token(&shard.settings.secret, &body.user_id, expires);
+    Ok(ok(&serde_json::json!({
+        "token": token,
+        "user_id": body.user_id,
+        "expires_at_ms": expires,
+    })))
+}

@@ -1,0 +1,8 @@
+//! `GET /api/time`: the server's clock, so clients can count down to a sale.
+
+use crate::http::reply::{ok, Reply};
+use crate::http::ApiError;
+
+pub fn get() -> Result<Reply, ApiError> {
+    Ok(ok(&serde_json::json!({ "now_ms": crate::now_ms() })))
+}

@@ -1,0 +1,165 @@
+//! The Redis key schema and partition routing.
+//!
+//! Every key one purchase touches carries the partition's hash tag `{<campaign>.<p>}`,
+//! so a purchase is one atomic script on one slot, on one Redis or on a Redis Cluster.
+
+/// Prefix of every key the system owns.
+pub const PREFIX: &str = "sk";
+/// Set of every campaign id.
+pub const CAMPAIGNS: &str = "sk:campaigns";
+/// Counter bumped on every control-plane change; shards poll it.
+pub const CONTROL_VERSION: &str = "sk:control:version";
+/// Pub/sub channel announcing control-plane changes.
+pub const CONTROL_CHANNEL: &str = "sk:control";
+
+/// Hash holding a campaign's definition and lifecycle state.
+pub fn campaign(id: &str) -> String {
+    format!("{PREFIX}:campaign:{id}")
+}
+
+/// The partition a user belongs to: a stable hash of the user id, modulo the partition count.
+///
+/// FNV-1a keeps routing identical across processes, machines and releases, which a
+/// randomly keyed hasher would not.
+pub fn partition_of(user: &str, partitions: u32) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in user.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (h % u64::from(partitions.max(1))) as u32
+}
+
+/// The keys of one stock partition of a campaign.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionKeys {
+    tag: String,
+}
+
+impl PartitionKeys {
+    pub fn new(campaign: &str, partition: u32) -> Self {
+        PartitionKeys {
+            tag: format!("{PREFIX}:{{{campaign}.{partition}}}"),
+        }
+    }
+
+    /// Hash: stock, held, sold, transit, inflow, seq and the campaign's rules mirrored
+    /// for the purchase script (state, window, per-user limit, hold time).
+    pub fn part(&self) -> String {
+        format!("{}:part", self.tag)
+    }
+    /// Hash: user id → units held or bought.
+    pub fn buyers(&self) -> String {
+        format!("{}:buyers", self.tag)
+    }
+    /// Sorted set: order id scored by its payment deadline (ms).
+    pub fn holds(&self) -> String {
+        format!("{}:holds", self.tag)
+    }
+    /// Stream of order events.
+    pub fn events(&self) -> String {
+        format!("{}:events", self.tag)
+    }
+    /// Hash: outgoing transfer id → `target:units:ms`, until the target has applied it.
+    pub fn transfers_out(&self) -> String {
+        format!("{}:xout", self.tag)
+    }
+    /// Set: ids of incoming transfers already applied.
+    pub fn transfers_in(&self) -> String {
+        format!("{}:xin", self.tag)
+    }
+    /// Prefix of the per-order hashes.
+    pub fn order_prefix(&self) -> String {
+        format!("{}:order:", self.tag)
+    }
+    pub fn order(&self, order_id: &str) -> String {
+        format!("{}:order:{order_id}", self.tag)
+    }
+    /// Idempotency record of one user's request key.
+    pub fn idempotency(&self, user: &str, key: &str) -> String {
+        format!("{}:idem:{user}:{key}", self.tag)
+    }
+}
+
+/// An order id names its campaign and partition: `<campaign>.<partition>.<seq>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderId<'a> {
+    pub campaign: &'a str,
+    pub partition: u32,
+    pub seq: u64,
+}
+
+impl<'a> OrderId<'a> {
+    pub fn parse(s: &'a str) -> Option<Self> {
+        let mut it = s.split('.');
+        let campaign = it.next().filter(|c| crate::campaign::valid_id(c))?;
+        let partition = it.next()?.parse().ok()?;
+        let seq = it.next()?.parse().ok()?;
+        if it.next().is_some() {
+            return None;
+        }
+        Some(OrderId {
+            campaign,
+            partition,
+            seq,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routing_is_stable_and_in_range() {
+        assert_eq!(partition_of("alice", 8), partition_of("alice", 8));
+        for p in [1, 2, 7, 8, 64] {
+            for i in 0..1000 {
+                assert!(partition_of(&format!("user{i}"), p) < p);
+            }
+        }
+        assert_eq!(partition_of("anyone", 1), 0);
+    }
+
+    #[test]
+    fn routing_spreads_users_evenly() {
+        let mut counts = [0u32; 8];
+        for i in 0..80_000 {
+            counts[partition_of(&format!("u{i}"), 8) as usize] += 1;
+        }
+        for c in counts {
+            assert!((9_000..11_000).contains(&c), "uneven spread: {counts:?}");
+        }
+    }
+
+    #[test]
+    fn partition_keys_share_one_hash_tag() {
+        let k = PartitionKeys::new("demo", 3);
+        for key in [
+            k.part(),
+            k.buyers(),
+            k.holds(),
+            k.events(),
+            k.order("demo.3.1"),
+        ] {
+            assert!(key.contains("{demo.3}"), "{key}");
+        }
+    }
+
+    #[test]
+    fn order_ids_round_trip() {
+        let id = OrderId::parse("demo.3.42").expect("valid");
+        assert_eq!((id.campaign, id.partition, id.seq), ("demo", 3, 42));
+        for bad in [
+            "",
+            "demo",
+            "demo.3",
+            "demo.x.1",
+            "demo.3.1.2",
+            "De mo.1.1",
+            "demo.-1.2",
+        ] {
+            assert!(OrderId::parse(bad).is_none(), "{bad}");
+        }
+    }
+}

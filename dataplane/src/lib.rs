@@ -1,0 +1,35 @@
+//! seckill's data plane: a flash-sale purchase path, thread-per-core.
+//!
+//! A purchase passes through these modules in order:
+//! - [`server`]: one pinned glommio executor per core (shard), each with its own
+//!   `SO_REUSEPORT` listener, and the orderly stop;
+//! - `http`: hyper on glommio sockets, the routes, and every refusal mapped to a status;
+//! - [`auth`]: the shopper's HMAC-signed token;
+//! - [`shard`]: the shard's copy of the campaigns (kept fresh from the control plane),
+//!   where most refusals are decided without leaving the core;
+//! - [`store`]: the shard's pipelined Redis connection, the one-script purchase on the
+//!   user's partition, and the crash-safe transfers between partitions;
+//! - [`keys`] and [`scripts`]: the Redis key schema, partition routing and the Lua.
+//!
+//! Beside the hot path: [`campaign`] (the model), [`control`] (the control plane, for the
+//! CLI and console), [`ledger`] (the invariants, checked after every surge) and
+//! [`config`].
+
+pub mod auth;
+pub mod campaign;
+pub mod config;
+pub mod control;
+mod http;
+pub mod keys;
+pub mod ledger;
+pub mod scripts;
+pub mod server;
+pub mod shard;
+pub mod store;
+
+/// Milliseconds since the Unix epoch, by this machine's clock.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,139 @@
+//! The node: one pinned glommio executor per core, each with its own `SO_REUSEPORT`
+//! listener, and an orderly stop — on SIGINT or SIGTERM every shard stops accepting,
+//! lets in-flight requests finish (up to a grace period), and the process exits 0.
+
+use futures::channel::oneshot;
+use futures::future::{select, FutureExt};
+use glommio::net::TcpListener;
+use glommio::sync::Semaphore;
+use glommio::timer::Timer;
+use glommio::{LocalExecutorPoolBuilder, PoolPlacement};
+use std::pin::pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::config::Settings;
+use crate::http;
+use crate::shard::Shard;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot start the shards: {0}")]
+    Executors(String),
+    #[error("shard {shard}: cannot listen on {addr}: {reason}")]
+    Bind {
+        shard: usize,
+        addr: std::net::SocketAddr,
+        reason: String,
+    },
+    #[error("cannot install the signal handlers: {0}")]
+    Signals(std::io::Error),
+}
+
+/// Runs the node until SIGINT or SIGTERM.
+pub fn run(settings: Settings) -> Result<(), ServerError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).map_err(ServerError::Signals)?;
+    }
+    run_until(settings, stop)
+}
+
+/// Runs the node until `stop` is set.
+pub fn run_until(settings: Settings, stop: Arc<AtomicBool>) -> Result<(), ServerError> {
+    let shards = settings.shards;
+    tracing::info!(listen = %settings.listen, shards, redis = %settings.redis_url, "starting");
+    let next_index = Arc::new(AtomicUsize::new(0));
+    let handles = LocalExecutorPoolBuilder::new(PoolPlacement::MaxSpread(shards, None))
+        .name("seckill-shard")
+        .on_all_shards(move || {
+            let index = next_index.fetch_add(1, Ordering::SeqCst);
+            run_shard(index, settings, stop)
+        })
+        .map_err(|e| ServerError::Executors(e.to_string()))?;
+    let mut first_error = None;
+    for r in handles.join_all() {
+        match r {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                first_error.get_or_insert(e);
+            }
+            Err(e) => {
+                first_error.get_or_insert(ServerError::Executors(e.to_string()));
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => {
+            tracing::info!("stopped");
+            Ok(())
+        }
+    }
+}
+
+async fn run_shard(
+    index: usize,
+    settings: Settings,
+    stop: Arc<AtomicBool>,
+) -> Result<(), ServerError> {
+    let addr = settings.listen;
+    let grace = Duration::from_millis(settings.http.shutdown_grace_ms);
+    let max_conns = settings.http.max_connections_per_shard as u64;
+    let listener = TcpListener::bind(addr).map_err(|e| ServerError::Bind {
+        shard: index,
+        addr,
+        reason: e.to_string(),
+    })?;
+    let shard = Shard::start(index, Rc::new(settings));
+    tracing::debug!(shard = index, "listening");
+
+    let slots = Rc::new(Semaphore::new(max_conns));
+    let (closing, closed) = oneshot::channel::<()>();
+    let closed = closed.map(|_| ()).shared();
+    let accept = async {
+        loop {
+            let Ok(slot) = slots.acquire_static_permit(1).await else {
+                return;
+            };
+            let stream = match listener.accept().await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(shard = index, error = %e, "accept failed");
+                    Timer::new(Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            let (shard, closed) = (shard.clone(), closed.clone());
+            glommio::spawn_local(async move {
+                http::serve_connection(shard, stream, closed).await;
+                drop(slot);
+            })
+            .detach();
+        }
+    };
+    let stopping = async {
+        while !stop.load(Ordering::Relaxed) {
+            Timer::new(Duration::from_millis(50)).await;
+        }
+    };
+    select(pin!(accept), pin!(stopping)).await;
+    drop(listener);
+    let _ = closing.send(());
+    let deadline = Instant::now() + grace;
+    while slots.available() < max_conns && Instant::now() < deadline {
+        Timer::new(Duration::from_millis(10)).await;
+    }
+    let open = max_conns - slots.available();
+    if open > 0 {
+        tracing::warn!(
+            shard = index,
+            open,
+            "grace period over; closing connections"
+        );
+    }
+    shard.store.conn.close();
+    Ok(())
+}

@@ -1,0 +1,256 @@
+//! One shard: what a pinned executor owns — its Redis connection, its copy of the
+//! campaigns, and the tasks that keep that copy fresh. No locks: other shards and nodes
+//! are reached only through Redis.
+
+use futures::future::{select, Either};
+use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+use glommio::timer::Timer;
+use redis::Value;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::pin::pin;
+use std::rc::Rc;
+use std::time::Duration;
+
+use crate::campaign::{Campaign, State};
+use crate::config::Settings;
+use crate::keys;
+use crate::store::{self, items, text, Store, StoreError};
+
+/// A campaign as this shard sees it.
+#[derive(Debug, Clone)]
+pub struct CampaignView {
+    pub campaign: Campaign,
+    /// Units in the partitions or moving between them, as of the last poll.
+    pub remaining: i64,
+    /// Proven empty: purchases are answered here, without Redis.
+    pub sold_out: bool,
+    /// Arrival counters of the last poll that found every partition empty.
+    empty_inflows: Option<Vec<i64>>,
+}
+
+impl CampaignView {
+    /// The state shoppers see: a live campaign with nothing left reports `sold_out`.
+    pub fn public_state(&self) -> &'static str {
+        match self.campaign.state {
+            State::Live if self.sold_out => "sold_out",
+            State::Arming => "draft",
+            s => s.as_str(),
+        }
+    }
+}
+
+pub struct Shard {
+    pub index: usize,
+    pub settings: Rc<Settings>,
+    pub store: Store,
+    campaigns: RefCell<HashMap<String, CampaignView>>,
+    version: Cell<Option<i64>>,
+    wake: LocalSender<()>,
+}
+
+impl Shard {
+    pub fn start(index: usize, settings: Rc<Settings>) -> Rc<Self> {
+        let mut on_connect: Vec<redis::Cmd> = crate::scripts::hot_path()
+            .iter()
+            .map(|s| {
+                redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(crate::scripts::source_of(s.get_hash()).unwrap_or_default())
+                    .clone()
+            })
+            .collect();
+        on_connect.push(
+            redis::cmd("CLIENT")
+                .arg("SETNAME")
+                .arg(format!("seckill-shard-{index}"))
+                .clone(),
+        );
+        let conn = store::RedisConn::start(
+            settings.redis.clone(),
+            settings.redis_client.clone(),
+            on_connect,
+        );
+        let (wake, wake_rx) = local_channel::new_bounded(1);
+        let shard = Rc::new(Shard {
+            index,
+            store: Store {
+                conn,
+                idempotency_ttl_s: settings.redis_client.idempotency_ttl_s,
+            },
+            settings,
+            campaigns: RefCell::default(),
+            version: Cell::new(None),
+            wake,
+        });
+        glommio::spawn_local(sync_loop(shard.clone(), wake_rx)).detach();
+        glommio::spawn_local(listen_for_changes(shard.clone())).detach();
+        if index == 0 {
+            glommio::spawn_local(rebalance_loop(shard.clone())).detach();
+        }
+        shard
+    }
+
+    /// Reads one campaign without cloning it.
+    pub fn with_campaign<T>(&self, id: &str, f: impl FnOnce(&CampaignView) -> T) -> Option<T> {
+        self.campaigns.borrow().get(id).map(f)
+    }
+
+    pub fn campaigns(&self) -> Vec<CampaignView> {
+        let mut v: Vec<CampaignView> = self.campaigns.borrow().values().cloned().collect();
+        v.sort_by(|a, b| a.campaign.spec.id.cmp(&b.campaign.spec.id));
+        v
+    }
+
+    /// A purchase proved every partition empty.
+    pub fn mark_sold_out(&self, id: &str) {
+        if let Some(v) = self.campaigns.borrow_mut().get_mut(id) {
+            v.sold_out = true;
+            v.remaining = 0;
+        }
+    }
+
+    /// Whether the campaigns were read at least once.
+    pub fn synced(&self) -> bool {
+        self.version.get().is_some()
+    }
+
+    async fn sync(&self) -> Result<(), StoreError> {
+        let conn = &self.store.conn;
+        let version = store::int(Some(
+            &conn
+                .query(redis::cmd("GET").arg(keys::CONTROL_VERSION))
+                .await?,
+        ))
+        .unwrap_or(0);
+        if self.version.get() != Some(version) {
+            let ids = items(
+                conn.query(redis::cmd("SMEMBERS").arg(keys::CAMPAIGNS))
+                    .await?,
+            )?;
+            let mut fresh = HashMap::new();
+            for id in ids.iter().filter_map(|v| text(Some(v))) {
+                let h = conn
+                    .query(redis::cmd("HGETALL").arg(keys::campaign(&id)))
+                    .await?;
+                match to_map(h).and_then(|h| Campaign::from_fields(&h)) {
+                    Some(c) => {
+                        fresh.insert(id, c);
+                    }
+                    None => tracing::warn!(campaign = %id, "skipping a damaged campaign record"),
+                }
+            }
+            let mut map = self.campaigns.borrow_mut();
+            map.retain(|id, _| fresh.contains_key(id));
+            for (id, c) in fresh {
+                match map.get_mut(&id) {
+                    Some(v) => v.campaign = c,
+                    None => {
+                        map.insert(
+                            id,
+                            CampaignView {
+                                campaign: c,
+                                remaining: 0,
+                                sold_out: false,
+                                empty_inflows: None,
+                            },
+                        );
+                    }
+                }
+            }
+            self.version.set(Some(version));
+        }
+        let stocked: Vec<(String, u32)> = self
+            .campaigns
+            .borrow()
+            .values()
+            .filter(|v| matches!(v.campaign.state, State::Armed | State::Live | State::Paused))
+            .map(|v| (v.campaign.spec.id.clone(), v.campaign.spec.partitions))
+            .collect();
+        for (id, partitions) in stocked {
+            let probes = self.store.probe_all(&id, partitions).await?;
+            let mut map = self.campaigns.borrow_mut();
+            let Some(v) = map.get_mut(&id) else { continue };
+            v.remaining = probes.iter().map(|p| p.stock + p.transit).sum();
+            if v.remaining > 0 {
+                v.sold_out = false;
+                v.empty_inflows = None;
+            } else {
+                // Two polls in a row that find nothing, with no arrival in between, prove
+                // the campaign empty (see `Store::refill`).
+                let inflows: Vec<i64> = probes.iter().map(|p| p.inflow).collect();
+                if v.empty_inflows.as_ref() == Some(&inflows) {
+                    v.sold_out = true;
+                }
+                v.empty_inflows = Some(inflows);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn to_map(v: Value) -> Option<HashMap<String, String>> {
+    let a = items(v).ok()?;
+    if a.is_empty() {
+        return None;
+    }
+    Some(
+        a.chunks(2)
+            .filter_map(|kv| Some((text(kv.first())?, text(kv.get(1))?)))
+            .collect(),
+    )
+}
+
+async fn sync_loop(shard: Rc<Shard>, wake: LocalReceiver<()>) {
+    let poll = Duration::from_millis(shard.settings.control.poll_ms);
+    loop {
+        if let Err(e) = shard.sync().await {
+            tracing::debug!(shard = shard.index, error = %e, "control sync failed");
+        }
+        if let Either::Right((None, _)) = select(pin!(Timer::new(poll)), pin!(wake.recv())).await {
+            return;
+        }
+    }
+}
+
+/// Subscribes to control-plane announcements on a connection of its own and wakes the
+/// sync loop on each; polling covers the moments this connection is down.
+async fn listen_for_changes(shard: Rc<Shard>) {
+    let s = &shard.settings;
+    let subscribe = redis::cmd("SUBSCRIBE").arg(keys::CONTROL_CHANNEL).clone();
+    loop {
+        if let Ok((stream, mut decoder)) =
+            store::connect(&s.redis, &s.redis_client, std::slice::from_ref(&subscribe)).await
+        {
+            // Anything announced while we were away is picked up by the next sync.
+            let _ = shard.wake.try_send(());
+            let mut reader = tokio_util::compat::FuturesAsyncReadCompatExt::compat(stream);
+            while redis::parse_redis_value_async(&mut decoder, &mut reader)
+                .await
+                .is_ok()
+            {
+                let _ = shard.wake.try_send(());
+            }
+        }
+        Timer::new(Duration::from_millis(s.redis_client.max_backoff_ms)).await;
+    }
+}
+
+async fn rebalance_loop(shard: Rc<Shard>) {
+    let every = Duration::from_millis(shard.settings.control.rebalance_ms);
+    loop {
+        Timer::new(every).await;
+        let live: Vec<(String, u32)> = shard
+            .campaigns
+            .borrow()
+            .values()
+            .filter(|v| v.campaign.state == State::Live && !v.sold_out)
+            .map(|v| (v.campaign.spec.id.clone(), v.campaign.spec.partitions))
+            .collect();
+        for (id, partitions) in live {
+            if let Err(e) = store::rebalance(&shard.store, &id, partitions).await {
+                tracing::debug!(campaign = %id, error = %e, "rebalance failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! Stock and orders in Redis, as the shards use them: one script call per purchase on
+//! the user's partition, and the crash-safe transfers that move stock between partitions.
+
+mod conn;
+mod purchase;
+mod transfer;
+
+pub(crate) use conn::connect;
+pub use conn::{RedisConn, Reply, StoreError};
+pub use purchase::{Purchase, PurchaseRequest};
+pub use transfer::{rebalance, PartitionProbe};
+
+use redis::{Script, Value};
+
+use crate::scripts;
+
+/// The shard's Redis: one pipelined connection and the scripts it runs.
+#[derive(Clone)]
+pub struct Store {
+    pub conn: RedisConn,
+    pub idempotency_ttl_s: u64,
+}
+
+impl Store {
+    /// Runs a script by hash, loading it first when Redis has forgotten it (`NOSCRIPT`,
+    /// after a restart or `SCRIPT FLUSH`).
+    pub async fn eval(&self, script: &Script, keys: &[&str], args: &[&str]) -> Reply {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
+        match self.conn.query(&cmd).await {
+            Err(StoreError::Server(e)) if e.starts_with("NOSCRIPT") => {
+                let Some(src) = scripts::source_of(script.get_hash()) else {
+                    return Err(StoreError::Server(e));
+                };
+                self.conn
+                    .query(redis::cmd("SCRIPT").arg("LOAD").arg(src))
+                    .await?;
+                self.conn.query(&cmd).await
+            }
+            other => other,
+        }
+    }
+}
+
+/// Reads a reply the scripts build as an array of strings and integers.
+pub fn items(v: Value) -> Result<Vec<Value>, StoreError> {
+    match v {
+        Value::Array(a) => Ok(a),
+        other => Err(StoreError::Protocol(format!(
+            "expected an array, got {other:?}"
+        ))),
+    }
+}
+
+pub fn text(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+pub fn int(v: Option<&Value>) -> Option<i64> {
+    match v? {
+        Value::Int(i) => Some(*i),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        Value::SimpleString(s) => s.parse().ok(),
+        Value::Nil => Some(0),
+        _ => None,
+    }
+}

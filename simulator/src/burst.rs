@@ -1,0 +1,131 @@
+//! A closed-loop burst: `concurrency` connections, each buying for its share of `users`
+//! until `requests` purchases were sent; then a summary and the campaign's ledger.
+
+use anyhow::{bail, Context};
+use clap::Args;
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use seckill_dataplane::{control, ledger};
+
+#[derive(Args, Debug, Clone)]
+pub struct BurstArgs {
+    /// Base URL of a data plane with the demo token issuer on.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    target: String,
+    /// Campaign to buy from.
+    #[arg(long, default_value = "demo")]
+    campaign: String,
+    /// Distinct shoppers.
+    #[arg(long, default_value_t = 2000)]
+    users: usize,
+    /// Purchase requests in all.
+    #[arg(long, default_value_t = 6000)]
+    requests: usize,
+    /// Concurrent connections.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Redis of the control plane, to check the ledger afterwards.
+    #[arg(long, env = "SECKILL_REDIS", default_value = "redis://127.0.0.1:6390")]
+    redis: String,
+}
+
+pub fn run(a: &BurstArgs) -> anyhow::Result<ExitCode> {
+    if a.users == 0 || a.concurrency == 0 {
+        bail!("--users and --concurrency must be at least 1");
+    }
+    let sent = Arc::new(AtomicUsize::new(0));
+    let outcomes: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
+    let started = Instant::now();
+    let workers: Vec<_> = (0..a.concurrency)
+        .map(|w| {
+            let (a, sent, outcomes) = (a.clone(), sent.clone(), outcomes.clone());
+            std::thread::spawn(move || worker(w, &a, &sent, &outcomes))
+        })
+        .collect();
+    for w in workers {
+        w.join()
+            .map_err(|_| anyhow::anyhow!("a worker panicked"))??;
+    }
+    let elapsed = started.elapsed();
+    let outcomes = outcomes.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+    let total: usize = outcomes.values().sum();
+    println!(
+        "{total} purchases from {} users over {} connections in {:.2} s ({:.0}/s)",
+        a.users,
+        a.concurrency,
+        elapsed.as_secs_f64(),
+        total as f64 / elapsed.as_secs_f64()
+    );
+    for (outcome, n) in outcomes.iter() {
+        println!("  {outcome:<20} {n:>8}");
+    }
+    let mut con = control::connect(&a.redis).context("connecting to redis for the ledger")?;
+    let c = control::get(&mut con, &a.campaign)?;
+    let l = ledger::check(&mut con, &c)?;
+    println!("ledger: {l}");
+    Ok(if l.holds() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn worker(
+    w: usize,
+    a: &BurstArgs,
+    sent: &AtomicUsize,
+    outcomes: &Mutex<BTreeMap<String, usize>>,
+) -> anyhow::Result<()> {
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(10))
+        .max_idle_connections_per_host(1)
+        .build();
+    let mut tokens: BTreeMap<usize, String> = BTreeMap::new();
+    let mut local: BTreeMap<String, usize> = BTreeMap::new();
+    let mut n = w;
+    while sent.fetch_add(1, Ordering::Relaxed) < a.requests {
+        let user = n % a.users;
+        n += a.concurrency;
+        let token = match tokens.get(&user) {
+            Some(t) => t.clone(),
+            None => {
+                let v: serde_json::Value = agent
+                    .post(&format!("{}/api/session", a.target))
+                    .send_json(serde_json::json!({ "user_id": format!("shopper-{user}") }))
+                    .context("getting a token (is the demo issuer on?)")?
+                    .into_json()?;
+                let t = v["token"]
+                    .as_str()
+                    .context("no token in the answer")?
+                    .to_string();
+                tokens.insert(user, t.clone());
+                t
+            }
+        };
+        let res = agent
+            .post(&format!(
+                "{}/api/campaigns/{}/purchase",
+                a.target, a.campaign
+            ))
+            .set("Authorization", &format!("Bearer {token}"))
+            .send_json(serde_json::json!({ "quantity": 1 }));
+        let outcome = match res {
+            Ok(_) => "held".to_string(),
+            Err(ureq::Error::Status(code, r)) => {
+                let v: serde_json::Value = r.into_json().unwrap_or_default();
+                format!("{code} {}", v["error"].as_str().unwrap_or("?"))
+            }
+            Err(e) => format!("transport: {}", e.kind()),
+        };
+        *local.entry(outcome).or_default() += 1;
+    }
+    let mut all = outcomes.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+    for (k, v) in local {
+        *all.entry(k).or_default() += v;
+    }
+    Ok(())
+}

@@ -1,0 +1,230 @@
+//! The shopper API over real HTTP: identity, orders, idempotency and bad input.
+
+mod common;
+
+use common::{open_sale, spec, Node, Redis};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+#[test]
+fn requests_without_a_valid_token_are_refused() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 1);
+    open_sale(&redis, &node, spec("s", 10, 2, 1));
+    let c = node.client();
+    let good = c.token("alice");
+    let forged = {
+        let mut t = good.clone();
+        t.pop();
+        t.push(if good.ends_with('A') { 'B' } else { 'A' });
+        t
+    };
+    for token in [None, Some("garbage"), Some(forged.as_str())] {
+        let (code, body) = c.post("/api/campaigns/s/purchase", token, "{}");
+        assert_eq!(
+            (code, body["error"].as_str()),
+            (401, Some("unauthenticated")),
+            "{token:?}"
+        );
+        assert!(body["message"].is_string());
+    }
+    assert_eq!(c.purchase("s", &good, None).0, 200);
+}
+
+#[test]
+fn an_order_is_visible_to_its_owner_only() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    open_sale(&redis, &node, spec("s", 10, 4, 1));
+    let c = node.client();
+    let alice = c.token("alice");
+    let (code, held) = c.purchase("s", &alice, None);
+    assert_eq!(code, 200);
+    let id = held["order_id"].as_str().expect("order id");
+    let (code, order) = c.get(&format!("/api/orders/{id}"), Some(&alice));
+    assert_eq!(code, 200);
+    assert_eq!(order["campaign_id"], "s");
+    assert_eq!(order["user_id"], "alice");
+    assert_eq!(order["quantity"], 1);
+    assert_eq!(order["status"], "held");
+    assert_eq!(order["pay_by_ms"], held["pay_by_ms"]);
+    let bob = c.token("bob");
+    assert_eq!(c.get(&format!("/api/orders/{id}"), Some(&bob)).0, 404);
+    assert_eq!(c.get("/api/orders/nonsense", Some(&alice)).0, 404);
+    assert_eq!(c.get("/api/orders/s.0.999", Some(&alice)).0, 404);
+}
+
+#[test]
+fn a_repeated_idempotency_key_gets_the_first_answer() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    open_sale(&redis, &node, spec("s", 1, 1, 1));
+    let c = node.client();
+    let alice = c.token("alice");
+    let first = c.purchase("s", &alice, Some("order-1"));
+    assert_eq!(first.0, 200);
+    // Sold out now, yet the retry gets its unit back, not a second one, not a refusal.
+    let bob = c.token("bob");
+    assert_eq!(c.purchase("s", &bob, None).1["error"], "sold_out");
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(c.purchase("s", &alice, Some("order-1")), first);
+    // The same key from another user is that user's own request.
+    assert_eq!(
+        c.purchase("s", &bob, Some("order-1")).1["error"],
+        "sold_out"
+    );
+    let (code, body) = c.purchase("s", &alice, Some("bad key with spaces"));
+    assert_eq!((code, body["error"].as_str()), (400, Some("bad_request")));
+}
+
+#[test]
+fn bad_requests_get_a_clear_json_error() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 1);
+    open_sale(&redis, &node, spec("s", 10, 2, 2));
+    let c = node.client();
+    let t = c.token("alice");
+    let p = "/api/campaigns/s/purchase";
+    let cases: &[(&str, &str, Option<&str>, u16, &str)] = &[
+        ("POST", p, Some("{\"quantity\": 0}"), 400, "bad_request"),
+        ("POST", p, Some("{\"quantity\": -1}"), 400, "bad_request"),
+        ("POST", p, Some("{\"quantity\": 3}"), 400, "bad_request"),
+        (
+            "POST",
+            p,
+            Some("{\"quantity\": 99999999999999999999}"),
+            400,
+            "bad_request",
+        ),
+        ("POST", p, Some("{\"quantity\": \"1\"}"), 400, "bad_request"),
+        (
+            "POST",
+            p,
+            Some("{\"quantity\": 1, \"extra\": 1}"),
+            400,
+            "bad_request",
+        ),
+        ("POST", p, Some("not json"), 400, "bad_request"),
+        (
+            "POST",
+            "/api/campaigns/nope/purchase",
+            Some("{}"),
+            404,
+            "unknown_campaign",
+        ),
+        ("GET", "/api/campaigns/nope", None, 404, "unknown_campaign"),
+        ("GET", "/nowhere", None, 404, "not_found"),
+        (
+            "DELETE",
+            "/api/campaigns/s",
+            None,
+            405,
+            "method_not_allowed",
+        ),
+        ("GET", p, None, 405, "method_not_allowed"),
+    ];
+    for (method, path, body, status, error) in cases {
+        let req = c
+            .agent
+            .request(method, &node.url(path))
+            .set("Authorization", &format!("Bearer {t}"));
+        let res = match body {
+            Some(b) => req.send_string(b),
+            None => req.call(),
+        };
+        let (code, v) = match res {
+            Ok(r) => (
+                r.status(),
+                r.into_json::<serde_json::Value>().unwrap_or_default(),
+            ),
+            Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or_default()),
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(
+            (code, v["error"].as_str()),
+            (*status, Some(*error)),
+            "{method} {path} {body:?}"
+        );
+        assert!(v["message"].is_string(), "{method} {path}");
+    }
+    // A body over the limit.
+    let big = format!("{{\"quantity\": 1, \"pad\": \"{}\"}}", "x".repeat(10_000));
+    let (code, v) = c.post(p, Some(&t), &big);
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (413, Some("payload_too_large"))
+    );
+    // Still serving.
+    assert_eq!(c.purchase("s", &t, None).0, 200);
+}
+
+#[test]
+fn the_demo_issuer_validates_user_ids() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 1);
+    let c = node.client();
+    for bad in [
+        "{}",
+        "{\"user_id\": \"\"}",
+        "{\"user_id\": \"a b\"}",
+        "{\"user_id\": 7}",
+    ] {
+        let (code, v) = c.post("/api/session", None, bad);
+        assert_eq!(
+            (code, v["error"].as_str()),
+            (400, Some("bad_request")),
+            "{bad}"
+        );
+    }
+    let (code, v) = c.get("/api/time", None);
+    assert_eq!(code, 200);
+    let now = seckill_dataplane::now_ms();
+    assert!((v["now_ms"].as_i64().expect("now_ms") - now).abs() < 5_000);
+}
+
+#[test]
+fn a_slow_client_is_cut_off_at_the_header_timeout() {
+    let redis = Redis::start();
+    let node = Node::start_with(
+        &redis,
+        1,
+        "[http]\nheader_timeout_ms = 500\nidle_timeout_ms = 1000\n",
+    );
+    let mut s = TcpStream::connect(("127.0.0.1", node.port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let started = std::time::Instant::now();
+    // Trickle a request head, one byte every 100 ms, never finishing it.
+    let mut closed = false;
+    for b in
+        b"GET /api/time HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".iter()
+    {
+        if s.write_all(&[*b]).is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if !closed {
+        let mut buf = [0u8; 64];
+        closed = matches!(s.read(&mut buf), Ok(0) | Err(_));
+    }
+    assert!(closed, "the trickling connection was kept open");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "cut off after {:?}",
+        started.elapsed()
+    );
+    // Others are served meanwhile and after.
+    assert_eq!(node.client().get("/api/time", None).0, 200);
+}
+
+#[test]
+fn sigterm_drains_and_exits_cleanly() {
+    let redis = Redis::start();
+    let mut node = Node::start(&redis, 2);
+    assert_eq!(node.client().get("/api/time", None).0, 200);
+    let status = node.terminate();
+    assert!(status.success(), "exit status {status}");
+}

@@ -1,0 +1,263 @@
+//! What the black-box tests share: a real `redis-server` started in a temp dir on a free
+//! port, a real `seckill-dataplane serve` process, and a small HTTP client.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use seckill_dataplane::campaign::{Action, CampaignSpec};
+use seckill_dataplane::control;
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A `redis-server` of the test's own, with its append-only file fsynced on every write,
+/// so a SIGKILL loses nothing that was acknowledged.
+pub struct Redis {
+    pub port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Redis {
+    pub fn start() -> Redis {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut r = Redis {
+            port: free_port(),
+            dir,
+            child: None,
+        };
+        r.restart();
+        r
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn restart(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server is installed (just setup)");
+        self.child = Some(child);
+        let url = self.url();
+        wait_until("redis", Duration::from_secs(10), || {
+            redis::Client::open(url.as_str())
+                .and_then(|c| c.get_connection())
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+                .is_ok()
+        });
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn con(&self) -> redis::Connection {
+        control::connect(&self.url()).expect("connect to the test redis")
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A `seckill-dataplane serve` process.
+pub struct Node {
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+pub const SECRET: &str = "test secret, long enough for HMAC";
+
+impl Node {
+    pub fn start(redis: &Redis, shards: usize) -> Node {
+        Self::start_with(redis, shards, "")
+    }
+
+    /// Starts a node whose config file ends with `extra` TOML.
+    pub fn start_with(redis: &Redis, shards: usize, extra: &str) -> Node {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        std::fs::write(dir.path().join("secret"), SECRET).expect("write secret");
+        let config = format!(
+            "listen = \"127.0.0.1:{port}\"\nredis = \"{}\"\nshards = {shards}\ndemo_issuer = true\nsecret_file = \"{}\"\n{extra}",
+            redis.url(),
+            dir.path().join("secret").display()
+        );
+        std::fs::write(dir.path().join("dataplane.toml"), config).expect("write config");
+        let child = Command::new(env!("CARGO_BIN_EXE_seckill-dataplane"))
+            .arg("serve")
+            .arg("--config")
+            .arg(dir.path().join("dataplane.toml"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start seckill-dataplane");
+        let node = Node {
+            port,
+            dir,
+            child: Some(child),
+        };
+        let url = node.url("/api/time");
+        wait_until("the data plane", Duration::from_secs(20), || {
+            ureq::get(&url).call().is_ok()
+        });
+        node
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("dataplane.toml")
+    }
+
+    /// Sends SIGTERM and returns the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        child.wait().expect("wait")
+    }
+
+    pub fn client(&self) -> Client {
+        Client {
+            base: self.url(""),
+            agent: ureq::AgentBuilder::new()
+                .timeout(Duration::from_secs(10))
+                .max_idle_connections_per_host(1)
+                .build(),
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// An HTTP client on one keep-alive connection.
+pub struct Client {
+    base: String,
+    pub agent: ureq::Agent,
+}
+
+/// Status and JSON body of an answer.
+pub type Answer = (u16, serde_json::Value);
+
+fn answer(res: Result<ureq::Response, ureq::Error>) -> Answer {
+    match res {
+        Ok(r) => (r.status(), r.into_json().unwrap_or_default()),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or_default()),
+        Err(e) => panic!("transport error: {e}"),
+    }
+}
+
+impl Client {
+    pub fn get(&self, path: &str, token: Option<&str>) -> Answer {
+        let mut req = self.agent.get(&format!("{}{path}", self.base));
+        if let Some(t) = token {
+            req = req.set("Authorization", &format!("Bearer {t}"));
+        }
+        answer(req.call())
+    }
+
+    pub fn post(&self, path: &str, token: Option<&str>, body: &str) -> Answer {
+        let mut req = self
+            .agent
+            .post(&format!("{}{path}", self.base))
+            .set("Content-Type", "application/json");
+        if let Some(t) = token {
+            req = req.set("Authorization", &format!("Bearer {t}"));
+        }
+        answer(req.send_string(body))
+    }
+
+    pub fn token(&self, user: &str) -> String {
+        let (code, v) = self.post(
+            "/api/session",
+            None,
+            &serde_json::json!({ "user_id": user }).to_string(),
+        );
+        assert_eq!(code, 200, "{v}");
+        v["token"].as_str().expect("token").to_string()
+    }
+
+    pub fn purchase(&self, campaign: &str, token: &str, idem: Option<&str>) -> Answer {
+        let mut req = self
+            .agent
+            .post(&format!("{}/api/campaigns/{campaign}/purchase", self.base))
+            .set("Authorization", &format!("Bearer {token}"));
+        if let Some(k) = idem {
+            req = req.set("Idempotency-Key", k);
+        }
+        answer(req.send_string("{\"quantity\": 1}"))
+    }
+}
+
+pub fn spec(id: &str, total: u64, partitions: u32, limit: u32) -> CampaignSpec {
+    CampaignSpec {
+        id: id.into(),
+        name: format!("test campaign {id}"),
+        total,
+        partitions,
+        per_user_limit: limit,
+        hold_ttl_s: 300,
+        price_cents: 500,
+        starts_at: None,
+        ends_at: None,
+    }
+}
+
+/// Creates, arms and starts a campaign, and waits until the node sells it.
+pub fn open_sale(redis: &Redis, node: &Node, spec: CampaignSpec) {
+    let mut con = redis.con();
+    let id = spec.id.clone();
+    control::create(&mut con, spec).expect("create");
+    control::arm(&mut con, &id).expect("arm");
+    control::act(&mut con, &id, Action::Start).expect("start");
+    let c = node.client();
+    wait_until("the node to see the sale", Duration::from_secs(5), || {
+        c.get(&format!("/api/campaigns/{id}"), None).1["state"] == "live"
+    });
+}

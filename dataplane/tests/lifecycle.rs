@@ -1,0 +1,125 @@
+//! A campaign's lifecycle as shoppers see it: not started, live, paused, sold out, ended —
+//! and every change reaching a running node within a second.
+
+mod common;
+
+use common::{open_sale, spec, Node, Redis};
+use seckill_dataplane::campaign::{format_instant_ms, Action};
+use seckill_dataplane::{control, ledger};
+use std::time::{Duration, Instant};
+
+/// Polls until `pred` holds for the answer, returning how long that took.
+fn seen_within(limit: Duration, mut probe: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    loop {
+        if probe() {
+            return start.elapsed();
+        }
+        assert!(start.elapsed() < limit, "change not seen within {limit:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_sale_opens_at_its_start_and_closes_when_stopped_or_sold_out() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    let c = node.client();
+    let mut con = redis.con();
+    let alice = c.token("alice");
+
+    // Starts in two seconds: live, but 425 until then, with the instant to wait for.
+    let starts_at_ms = seckill_dataplane::now_ms() + 2_000;
+    let mut s = spec("launch", 3, 2, 1);
+    s.starts_at = Some(format_instant_ms(starts_at_ms));
+    control::create(&mut con, s).expect("create");
+    assert_eq!(
+        c.purchase("launch", &alice, None).0,
+        404,
+        "a draft is not for sale"
+    );
+    control::arm(&mut con, "launch").expect("arm");
+    seen_within(Duration::from_secs(1), || {
+        c.purchase("launch", &alice, None).0 == 425
+    });
+    control::act(&mut con, "launch", Action::Start).expect("start");
+    seen_within(Duration::from_secs(1), || {
+        c.get("/api/campaigns/launch", None).1["state"] == "live"
+    });
+    let (code, body) = c.purchase("launch", &alice, None);
+    assert_eq!((code, body["error"].as_str()), (425, Some("not_started")));
+    assert_eq!(body["starts_at_ms"].as_i64(), Some(starts_at_ms));
+    while seckill_dataplane::now_ms() < starts_at_ms {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (code, body) = c.purchase("launch", &alice, None);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["status"], "held");
+
+    // Paused and resumed, each seen by the node within a second.
+    control::act(&mut con, "launch", Action::Pause).expect("pause");
+    let bob = c.token("bob");
+    let t = seen_within(Duration::from_secs(1), || {
+        c.purchase("launch", &bob, None).1["error"] == "paused"
+    });
+    eprintln!("pause seen after {t:?}");
+    control::act(&mut con, "launch", Action::Resume).expect("resume");
+    seen_within(Duration::from_secs(1), || {
+        c.purchase("launch", &bob, None).0 == 200
+    });
+
+    // The last unit, then sold out: 409, and the campaign says so.
+    assert_eq!(c.purchase("launch", &c.token("carol"), None).0, 200);
+    let (code, body) = c.purchase("launch", &c.token("dave"), None);
+    assert_eq!((code, body["error"].as_str()), (409, Some("sold_out")));
+    let (_, info) = c.get("/api/campaigns/launch", None);
+    assert_eq!(
+        (info["state"].as_str(), info["remaining"].as_i64()),
+        (Some("sold_out"), Some(0))
+    );
+
+    // Stopped: 410 for everyone, within a second.
+    control::act(&mut con, "launch", Action::Stop).expect("stop");
+    seen_within(Duration::from_secs(1), || {
+        c.purchase("launch", &c.token("erin"), None).0 == 410
+    });
+    assert_eq!(c.get("/api/campaigns/launch", None).1["state"], "ended");
+    assert!(
+        control::act(&mut con, "launch", Action::Resume).is_err(),
+        "ended is final"
+    );
+
+    let camp = control::get(&mut con, "launch").expect("campaign");
+    let l = ledger::check(&mut con, &camp).expect("ledger");
+    assert!(l.holds(), "{l}");
+    assert_eq!((l.held, l.remaining), (3, 0));
+}
+
+#[test]
+fn a_campaign_past_its_end_is_gone() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 1);
+    let c = node.client();
+    let mut s = spec("brief", 10, 2, 1);
+    s.ends_at = Some(format_instant_ms(seckill_dataplane::now_ms() + 1_500));
+    open_sale(&redis, &node, s);
+    assert_eq!(c.purchase("brief", &c.token("alice"), None).0, 200);
+    std::thread::sleep(Duration::from_millis(1_600));
+    let (code, body) = c.purchase("brief", &c.token("bob"), None);
+    assert_eq!((code, body["error"].as_str()), (410, Some("ended")));
+}
+
+#[test]
+fn a_new_campaign_reaches_a_running_node_within_a_second() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    let c = node.client();
+    let mut con = redis.con();
+    control::create(&mut con, spec("fresh", 5, 1, 1)).expect("create");
+    control::arm(&mut con, "fresh").expect("arm");
+    let t = seen_within(Duration::from_secs(1), || {
+        c.get("/api/campaigns/fresh", None).0 == 200
+    });
+    eprintln!("new campaign seen after {t:?}");
+    assert_eq!(c.get("/api/campaigns", None).1[0]["id"], "fresh");
+}

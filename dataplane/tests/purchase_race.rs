@@ -1,0 +1,192 @@
+//! The purchase race: a crowd far larger than the stock, skewed onto a few partitions,
+//! against a multi-shard node. The ledger must come out exact.
+
+mod common;
+
+use common::{open_sale, spec, Node, Redis, SECRET};
+use seckill_dataplane::auth::{issue_token, Secret};
+use seckill_dataplane::keys::partition_of;
+use seckill_dataplane::{control, ledger};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+const UNITS: u64 = 1000;
+const PARTITIONS: u32 = 8;
+const LIMIT: u32 = 2;
+const USERS: usize = 5000;
+const CONNECTIONS: usize = 200;
+const ATTEMPTS: usize = 50_000;
+
+struct Attempt {
+    user: usize,
+    start: Instant,
+    end: Instant,
+    status: u16,
+    error: String,
+    order_id: Option<String>,
+    /// A resend of an earlier request's Idempotency-Key, and that request's order id.
+    retry_of: Option<Option<String>>,
+}
+
+/// 4 of 5 users on partitions 0 and 1, which hold a quarter of the stock.
+fn skewed_users() -> Vec<String> {
+    let (mut hot, mut cold) = (Vec::new(), Vec::new());
+    for i in 0.. {
+        let u = format!("shopper-{i}");
+        if partition_of(&u, PARTITIONS) < 2 {
+            if hot.len() < USERS * 4 / 5 {
+                hot.push(u);
+            }
+        } else if cold.len() < USERS / 5 {
+            cold.push(u);
+        }
+        if hot.len() + cold.len() == USERS {
+            break;
+        }
+    }
+    hot.extend(cold);
+    hot
+}
+
+#[test]
+fn a_skewed_crowd_gets_exactly_the_stock() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    open_sale(&redis, &node, spec("race", UNITS, PARTITIONS, LIMIT));
+
+    let secret = Secret::new(SECRET.as_bytes().to_vec()).expect("secret");
+    let users = Arc::new(skewed_users());
+    let tokens: Arc<Vec<String>> = Arc::new(
+        users
+            .iter()
+            .map(|u| issue_token(&secret, u, seckill_dataplane::now_ms() + 600_000))
+            .collect(),
+    );
+    let started = Instant::now();
+    let threads: Vec<_> = (0..CONNECTIONS)
+        .map(|t| {
+            let client = node.client();
+            let tokens = tokens.clone();
+            std::thread::spawn(move || {
+                // Each connection serves its own users, so one user's requests are ordered.
+                let mine: Vec<usize> = (t..USERS).step_by(CONNECTIONS).collect();
+                let mut last_key: HashMap<usize, (String, Option<String>)> = HashMap::new();
+                let mut log = Vec::new();
+                for n in 0..ATTEMPTS / CONNECTIONS {
+                    // Each user tries three times in a row: a second unit, then the limit.
+                    let user = mine[(n / 3) % mine.len()];
+                    let retry = n % 7 == 3 && last_key.contains_key(&user);
+                    let (key, retry_of) = if retry {
+                        let (k, first) = last_key[&user].clone();
+                        (k, Some(first))
+                    } else {
+                        (format!("t{t}-n{n}"), None)
+                    };
+                    let start = Instant::now();
+                    let (status, body) = client.purchase("race", &tokens[user], Some(&key));
+                    let end = Instant::now();
+                    let order_id = body["order_id"].as_str().map(str::to_string);
+                    if retry_of.is_none() {
+                        last_key.insert(user, (key, order_id.clone()));
+                    }
+                    log.push(Attempt {
+                        user,
+                        start,
+                        end,
+                        status,
+                        error: body["error"].as_str().unwrap_or("").to_string(),
+                        order_id,
+                        retry_of,
+                    });
+                }
+                log
+            })
+        })
+        .collect();
+    let log: Vec<Attempt> = threads
+        .into_iter()
+        .flat_map(|t| t.join().expect("client thread"))
+        .collect();
+    let wall = started.elapsed();
+
+    let mut by_outcome: HashMap<String, usize> = HashMap::new();
+    for a in &log {
+        *by_outcome
+            .entry(format!("{} {}", a.status, a.error))
+            .or_default() += 1;
+    }
+    eprintln!(
+        "purchase race: {} attempts from {USERS} users over {CONNECTIONS} connections in {:.2} s ({:.0}/s): {by_outcome:?}",
+        log.len(),
+        wall.as_secs_f64(),
+        log.len() as f64 / wall.as_secs_f64()
+    );
+    assert_eq!(log.len(), ATTEMPTS);
+
+    // Every answer is one the API promises for this situation.
+    for a in &log {
+        assert!(
+            matches!(
+                (a.status, a.error.as_str()),
+                (200, "") | (409, "sold_out") | (409, "limit_reached")
+            ),
+            "unexpected answer {} {}",
+            a.status,
+            a.error
+        );
+    }
+
+    // Exactly the stock was held, each unit once.
+    let fresh: Vec<&Attempt> = log.iter().filter(|a| a.retry_of.is_none()).collect();
+    let orders: HashSet<&str> = fresh.iter().filter_map(|a| a.order_id.as_deref()).collect();
+    let held = fresh.iter().filter(|a| a.status == 200).count();
+    assert_eq!(held, UNITS as usize, "holds answered");
+    assert_eq!(orders.len(), UNITS as usize, "distinct orders");
+
+    // No user above the limit.
+    let mut per_user: HashMap<usize, u32> = HashMap::new();
+    for a in fresh.iter().filter(|a| a.status == 200) {
+        *per_user.entry(a.user).or_default() += 1;
+    }
+    assert!(
+        per_user.values().all(|n| *n <= LIMIT),
+        "a user above the limit"
+    );
+
+    // A retried key gets its first answer and never a second unit.
+    let retries: Vec<&Attempt> = log.iter().filter(|a| a.retry_of.is_some()).collect();
+    assert!(
+        retries.len() > 1000,
+        "too few retries exercised: {}",
+        retries.len()
+    );
+    for a in &retries {
+        if let Some(Some(first)) = &a.retry_of {
+            assert_eq!(a.status, 200, "retry of a held order answered {}", a.error);
+            assert_eq!(a.order_id.as_deref(), Some(first.as_str()));
+        }
+    }
+
+    // No sold_out while a unit remained: once one sold_out answer was given, no purchase
+    // that started afterwards got a unit.
+    let first_sold_out = log
+        .iter()
+        .filter(|a| a.error == "sold_out")
+        .map(|a| a.end)
+        .min()
+        .expect("the crowd exhausted the stock");
+    let late = fresh
+        .iter()
+        .filter(|a| a.status == 200 && a.start > first_sold_out)
+        .count();
+    assert_eq!(late, 0, "units sold after a sold_out answer");
+
+    let mut con = redis.con();
+    let c = control::get(&mut con, "race").expect("campaign");
+    let l = ledger::check(&mut con, &c).expect("ledger");
+    eprintln!("{l}");
+    assert!(l.holds(), "{l}");
+    assert_eq!((l.remaining, l.in_transit, l.held), (0, 0, UNITS as i64));
+    assert_eq!(l.orders, UNITS as usize);
+}

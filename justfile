@@ -79,3 +79,7 @@ test: setup
 # Format the code.
 fmt:
     cargo fmt --all
+
+# Requests that end on the shard vs nginx `return 200`, same wrk settings, alternating.
+bench-http SHARDS="1" ROUNDS="3" SECONDS="5":
+    bench/http-ceiling.sh {{SHARDS}} {{ROUNDS}} {{SECONDS}}

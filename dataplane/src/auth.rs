@@ -45,13 +45,41 @@ pub fn valid_user_id(u: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'@' | b'+' | b'.'))
 }
 
-pub fn issue_token(secret: &Secret, user: &str, expires_ms: i64) -> String {
+/// Signs `subject` until `expires_ms`: `<subject, base64url>.<expiry ms>.<signature>`.
+/// `domain` keeps a signature for one purpose from passing for another.
+fn sign(secret: &Secret, domain: &[u8], subject: &str, expires_ms: i64) -> String {
     let exp = expires_ms.to_string();
     let sig = secret
-        .mac(&[b"user", user.as_bytes(), exp.as_bytes()])
+        .mac(&[domain, subject.as_bytes(), exp.as_bytes()])
         .finalize()
         .into_bytes();
-    format!("{}.{exp}.{}", B64.encode(user), B64.encode(sig))
+    format!("{}.{exp}.{}", B64.encode(subject), B64.encode(sig))
+}
+
+fn verify(secret: &Secret, domain: &[u8], token: &str, now_ms: i64) -> Result<String, TokenError> {
+    let mut it = token.split('.');
+    let (Some(s), Some(exp), Some(sig), None) = (it.next(), it.next(), it.next(), it.next()) else {
+        return Err(TokenError::Malformed);
+    };
+    let subject = B64
+        .decode(s)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .ok_or(TokenError::Malformed)?;
+    let expires: i64 = exp.parse().map_err(|_| TokenError::Malformed)?;
+    let sig = B64.decode(sig).map_err(|_| TokenError::Malformed)?;
+    secret
+        .mac(&[domain, subject.as_bytes(), exp.as_bytes()])
+        .verify_slice(&sig)
+        .map_err(|_| TokenError::BadSignature)?;
+    if expires <= now_ms {
+        return Err(TokenError::Expired);
+    }
+    Ok(subject)
+}
+
+pub fn issue_token(secret: &Secret, user: &str, expires_ms: i64) -> String {
+    sign(secret, b"user", user, expires_ms)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -66,26 +94,35 @@ pub enum TokenError {
 
 /// The user a token names, when its signature holds and it has not expired at `now_ms`.
 pub fn verify_token(secret: &Secret, token: &str, now_ms: i64) -> Result<String, TokenError> {
-    let mut it = token.split('.');
-    let (Some(u), Some(exp), Some(sig), None) = (it.next(), it.next(), it.next(), it.next()) else {
+    let user = verify(secret, b"user", token, now_ms)?;
+    if !valid_user_id(&user) {
         return Err(TokenError::Malformed);
-    };
-    let user = B64
-        .decode(u)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .filter(|u| valid_user_id(u))
-        .ok_or(TokenError::Malformed)?;
-    let expires: i64 = exp.parse().map_err(|_| TokenError::Malformed)?;
-    let sig = B64.decode(sig).map_err(|_| TokenError::Malformed)?;
-    secret
-        .mac(&[b"user", user.as_bytes(), exp.as_bytes()])
-        .verify_slice(&sig)
-        .map_err(|_| TokenError::BadSignature)?;
-    if expires <= now_ms {
-        return Err(TokenError::Expired);
     }
     Ok(user)
+}
+
+/// A download link's token: the order it serves, until `expires_ms`.
+pub fn sign_download(secret: &Secret, order_id: &str, expires_ms: i64) -> String {
+    sign(secret, b"download", order_id, expires_ms)
+}
+
+/// The order a download token serves.
+pub fn verify_download(secret: &Secret, token: &str, now_ms: i64) -> Result<String, TokenError> {
+    verify(secret, b"download", token, now_ms)
+}
+
+/// The licence key of an order when the campaign has no code pool: derived under the
+/// secret, so it can be recomputed and checked but not guessed.
+pub fn derive_license(secret: &Secret, order_id: &str) -> String {
+    let mac = secret
+        .mac(&[b"license", order_id.as_bytes()])
+        .finalize()
+        .into_bytes();
+    mac[..8]
+        .chunks(2)
+        .map(|c| format!("{:02X}{:02X}", c[0], c[1]))
+        .collect::<Vec<_>>()
+        .join("-")
 }
 
 #[cfg(test)]
@@ -124,6 +161,34 @@ mod tests {
         for bad in ["", "a.b", "a.b.c.d", "!!.1.x", &t[..t.len() - 3]] {
             assert!(verify_token(&secret(), bad, 0).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn download_tokens_are_not_user_tokens() {
+        let d = sign_download(&secret(), "demo.1.7", 2_000);
+        assert_eq!(verify_download(&secret(), &d, 0).as_deref(), Ok("demo.1.7"));
+        assert_eq!(
+            verify_token(&secret(), &d, 0),
+            Err(TokenError::BadSignature)
+        );
+        let u = issue_token(&secret(), "alice", 2_000);
+        assert_eq!(
+            verify_download(&secret(), &u, 0),
+            Err(TokenError::BadSignature)
+        );
+        assert_eq!(
+            verify_download(&secret(), &d, 2_000),
+            Err(TokenError::Expired)
+        );
+    }
+
+    #[test]
+    fn derived_licences_are_stable_and_distinct() {
+        let a = derive_license(&secret(), "demo.1.7");
+        assert_eq!(a, derive_license(&secret(), "demo.1.7"));
+        assert_ne!(a, derive_license(&secret(), "demo.1.8"));
+        assert_eq!(a.len(), 19);
+        assert_eq!(a.matches('-').count(), 3);
     }
 
     #[test]

@@ -22,6 +22,13 @@ pub struct CampaignSpec {
     pub starts_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ends_at: Option<String>,
+    /// Licence codes, one per line, loaded into the pool at arm time. Without it, keys
+    /// are derived from the order id under the secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub codes_file: Option<String>,
+    /// The file buyers download, a name inside the data plane's content directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_file: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -46,6 +53,14 @@ pub fn valid_id(id: &str) -> bool {
         && id
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+/// A plain file name: no directories, nothing hidden, nothing odd.
+pub fn valid_file_name(f: &str) -> bool {
+    (1..=128).contains(&f.len())
+        && !f.starts_with('.')
+        && f.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
 /// Milliseconds since the Unix epoch of an RFC 3339 instant.
@@ -93,6 +108,21 @@ impl CampaignSpec {
         }
         if self.hold_ttl_s == 0 || self.hold_ttl_s > 7 * 24 * 3600 {
             return Err(spec_err("hold_ttl_s", "must be between 1 and 604800"));
+        }
+        if let Some(f) = &self.content_file {
+            if !valid_file_name(f) {
+                return Err(spec_err(
+                    "content_file",
+                    "a file name inside the content directory (no '/' or '..')",
+                ));
+            }
+        }
+        if self
+            .codes_file
+            .as_ref()
+            .is_some_and(|f| f.trim().is_empty())
+        {
+            return Err(spec_err("codes_file", "must not be empty"));
         }
         let starts = self.starts_at_ms()?;
         let ends = self.ends_at_ms()?;
@@ -246,6 +276,12 @@ impl Campaign {
         if let Some(v) = &s.ends_at {
             f.push(("ends_at", v.clone()));
         }
+        if let Some(v) = &s.codes_file {
+            f.push(("codes_file", v.clone()));
+        }
+        if let Some(v) = &s.content_file {
+            f.push(("content_file", v.clone()));
+        }
         f
     }
 
@@ -263,6 +299,8 @@ impl Campaign {
             price_cents: num("price_cents")?,
             starts_at: h.get("starts_at").cloned(),
             ends_at: h.get("ends_at").cloned(),
+            codes_file: h.get("codes_file").cloned(),
+            content_file: h.get("content_file").cloned(),
         };
         Some(Campaign {
             state: State::parse(h.get("state")?)?,
@@ -286,6 +324,8 @@ per_user_limit = 1
 hold_ttl_s = 300
 price_cents = 999
 starts_at = "2026-12-01T12:00:00Z"
+codes_file = "config/campaigns/demo-codes.txt"
+content_file = "demo-album.zip"
 "#;
 
     #[test]
@@ -319,6 +359,11 @@ starts_at = "2026-12-01T12:00:00Z"
             ("partitions = 8", "partitions = 0", "partitions"),
             ("per_user_limit = 1", "per_user_limit = 0", "per_user_limit"),
             ("hold_ttl_s = 300", "hold_ttl_s = 0", "hold_ttl_s"),
+            (
+                "content_file = \"demo-album.zip\"",
+                "content_file = \"../etc/passwd\"",
+                "content_file",
+            ),
             (
                 "starts_at = \"2026-12-01T12:00:00Z\"",
                 "starts_at = \"tomorrow\"",

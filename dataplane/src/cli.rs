@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use seckill_dataplane::campaign::{format_instant_ms, Action, Campaign, CampaignSpec};
 use seckill_dataplane::config::Config;
-use seckill_dataplane::{control, ledger, server};
+use seckill_dataplane::{control, ledger, orders, server};
 
 #[derive(Parser)]
 #[command(
@@ -23,8 +23,10 @@ pub struct Args {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the shopper API, one shard per core.
+    /// Serve the shopper API, one shard per core (and the order worker, unless --no-worker).
     Serve(ServeArgs),
+    /// Run an order worker on its own: event streams to its SQLite file, and delivery.
+    Worker(WorkerArgs),
     /// Create, arm, start, pause, resume, stop and inspect campaigns.
     Campaign {
         /// Redis holding the control plane.
@@ -42,21 +44,43 @@ enum Command {
 
 #[derive(clap::Args)]
 struct ServeArgs {
-    /// TOML configuration; a missing default file means built-in defaults.
-    #[arg(long, env = "SECKILL_CONFIG")]
-    config: Option<PathBuf>,
+    #[command(flatten)]
+    common: CommonArgs,
     /// Address to listen on (every shard binds it with SO_REUSEPORT).
     #[arg(long, env = "SECKILL_LISTEN")]
     listen: Option<String>,
-    /// Redis URL, e.g. redis://127.0.0.1:6390.
-    #[arg(long, env = "SECKILL_REDIS")]
-    redis: Option<String>,
     /// Number of shards (default: one per core).
     #[arg(long, env = "SECKILL_SHARDS")]
     shards: Option<usize>,
     /// Enable POST /api/session, which signs a token for any user id.
     #[arg(long, env = "SECKILL_DEMO_ISSUER")]
     demo_issuer: bool,
+    /// Do not run the order worker in this process (run `worker` processes instead).
+    #[arg(long, env = "SECKILL_NO_WORKER")]
+    no_worker: bool,
+}
+
+#[derive(clap::Args)]
+struct WorkerArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Consumer name; stable across restarts, distinct per worker.
+    #[arg(long, env = "SECKILL_WORKER_NAME")]
+    name: Option<String>,
+    /// The worker's SQLite file.
+    #[arg(long, env = "SECKILL_WORKER_DB")]
+    db: Option<PathBuf>,
+}
+
+/// Options `serve` and `worker` share.
+#[derive(clap::Args)]
+struct CommonArgs {
+    /// TOML configuration; a missing default file means built-in defaults.
+    #[arg(long, env = "SECKILL_CONFIG")]
+    config: Option<PathBuf>,
+    /// Redis URL, e.g. redis://127.0.0.1:6390.
+    #[arg(long, env = "SECKILL_REDIS")]
+    redis: Option<String>,
     /// File holding the shared HMAC secret.
     #[arg(long, env = "SECKILL_SECRET_FILE")]
     secret_file: Option<PathBuf>,
@@ -95,19 +119,32 @@ enum CampaignCommand {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Command::Serve(a) => serve(a),
+        Command::Worker(a) => worker(a),
         Command::Campaign { redis, command } => campaign(&redis, command),
     }
 }
 
+impl CommonArgs {
+    fn load(self) -> anyhow::Result<Config> {
+        let explicit = self.config.is_some();
+        let path = self
+            .config
+            .unwrap_or_else(|| "config/dataplane.toml".into());
+        let mut config = Config::load(&path, explicit)?;
+        if let Some(v) = self.redis {
+            config.redis = v;
+        }
+        if let Some(v) = self.secret_file {
+            config.secret_file = v;
+        }
+        Ok(config)
+    }
+}
+
 fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
-    let explicit = a.config.is_some();
-    let path = a.config.unwrap_or_else(|| "config/dataplane.toml".into());
-    let mut config = Config::load(&path, explicit)?;
+    let mut config = a.common.load()?;
     if let Some(v) = a.listen {
         config.listen = v;
-    }
-    if let Some(v) = a.redis {
-        config.redis = v;
     }
     if let Some(v) = a.shards {
         config.shards = Some(v);
@@ -115,11 +152,37 @@ fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     if a.demo_issuer {
         config.demo_issuer = true;
     }
-    if let Some(v) = a.secret_file {
-        config.secret_file = v;
+    if a.no_worker {
+        config.worker.enabled = false;
     }
     let settings = config.validate()?;
-    server::run(settings)?;
+    let stop = server::stop_on_signals()?;
+    let worker = settings.worker.enabled.then(|| {
+        let (opts, stop) = (settings.worker_options(), stop.clone());
+        std::thread::Builder::new()
+            .name("seckill-worker".into())
+            .spawn(move || orders::worker::run(opts, &stop))
+    });
+    let served = server::run_until(settings, stop.clone());
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(w) = worker {
+        let _ = w?.join();
+    }
+    served?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn worker(a: WorkerArgs) -> anyhow::Result<ExitCode> {
+    let mut config = a.common.load()?;
+    if let Some(v) = a.name {
+        config.worker.name = v;
+    }
+    if let Some(v) = a.db {
+        config.worker.db = v;
+    }
+    let settings = config.validate()?;
+    let stop = server::stop_on_signals()?;
+    orders::worker::run(settings.worker_options(), &stop);
     Ok(ExitCode::SUCCESS)
 }
 

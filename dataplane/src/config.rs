@@ -23,9 +23,40 @@ pub struct Config {
     pub secret_file: PathBuf,
     /// Lifetime of tokens issued by the demo issuer.
     pub token_ttl_s: u64,
+    /// Where campaigns' downloadable files live.
+    pub content_dir: PathBuf,
+    /// Lifetime of a signed download link.
+    pub download_ttl_s: u64,
     pub http: HttpConfig,
     pub redis_client: RedisClientConfig,
     pub control: ControlConfig,
+    pub worker: WorkerConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkerConfig {
+    /// Run the order worker inside `serve` (its own thread, off the shards).
+    pub enabled: bool,
+    /// Consumer name; each worker of a fleet needs its own, stable across restarts.
+    pub name: String,
+    /// The worker's own SQLite file.
+    pub db: PathBuf,
+    pub batch: usize,
+    /// Entries pending this long on a silent consumer are taken over.
+    pub claim_idle_ms: u64,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            enabled: true,
+            name: "main".into(),
+            db: "data/orders/main.sqlite".into(),
+            batch: 512,
+            claim_idle_ms: 5_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -73,9 +104,12 @@ impl Default for Config {
             demo_issuer: false,
             secret_file: "data/secret".into(),
             token_ttl_s: 3600,
+            content_dir: "data/content".into(),
+            download_ttl_s: 24 * 3600,
             http: HttpConfig::default(),
             redis_client: RedisClientConfig::default(),
             control: ControlConfig::default(),
+            worker: WorkerConfig::default(),
         }
     }
 }
@@ -187,9 +221,25 @@ pub struct Settings {
     pub demo_issuer: bool,
     pub secret: Secret,
     pub token_ttl: Duration,
+    pub content_dir: PathBuf,
+    pub download_ttl: Duration,
     pub http: HttpConfig,
     pub redis_client: RedisClientConfig,
     pub control: ControlConfig,
+    pub worker: WorkerConfig,
+}
+
+impl Settings {
+    pub fn worker_options(&self) -> crate::orders::WorkerOptions {
+        crate::orders::WorkerOptions {
+            name: self.worker.name.clone(),
+            redis_url: self.redis_url.clone(),
+            db: self.worker.db.clone(),
+            secret: self.secret.clone(),
+            batch: self.worker.batch,
+            claim_idle: Duration::from_millis(self.worker.claim_idle_ms),
+        }
+    }
 }
 
 impl Config {
@@ -274,10 +324,25 @@ impl Config {
             ("control.poll_ms", self.control.poll_ms),
             ("control.rebalance_ms", self.control.rebalance_ms),
             ("token_ttl_s", self.token_ttl_s),
+            ("download_ttl_s", self.download_ttl_s),
+            ("worker.claim_idle_ms", self.worker.claim_idle_ms),
+            ("worker.batch", self.worker.batch as u64),
         ] {
             if v == 0 {
                 return Err(bad(field, "must be greater than 0"));
             }
+        }
+        if self.worker.name.is_empty()
+            || !self
+                .worker
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(bad(
+                "worker.name",
+                "1 or more of letters, digits, '-' and '_'",
+            ));
         }
         if self.control.poll_ms > 1000 {
             return Err(bad(
@@ -293,9 +358,12 @@ impl Config {
             demo_issuer: self.demo_issuer,
             secret,
             token_ttl: Duration::from_secs(self.token_ttl_s),
+            content_dir: self.content_dir.clone(),
+            download_ttl: Duration::from_secs(self.download_ttl_s),
             http: self.http.clone(),
             redis_client: self.redis_client.clone(),
             control: self.control.clone(),
+            worker: self.worker.clone(),
         })
     }
 }

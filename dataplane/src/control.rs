@@ -6,7 +6,7 @@ use redis::Commands;
 use std::collections::HashMap;
 
 use crate::campaign::{Action, Campaign, CampaignSpec, SpecError, State};
-use crate::keys::{self, PartitionKeys};
+use crate::keys::{self, CodeKeys, PartitionKeys};
 use crate::scripts;
 
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +27,8 @@ pub enum ControlError {
     Invalid(#[from] SpecError),
     #[error("campaign '{0}' has a damaged record in Redis")]
     Damaged(String),
+    #[error("codes_file: {0}")]
+    Codes(String),
 }
 
 pub type Result<T> = std::result::Result<T, ControlError>;
@@ -94,11 +96,53 @@ fn set_state(
     }
 }
 
-/// Loads the stock into the partitions, exactly once. A crash half-way is resumed by
-/// arming again; an armed campaign is never re-armed.
+/// Reads a code pool: one code per line, blank lines skipped, no duplicates.
+pub fn read_codes(path: &str, needed: u64) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ControlError::Codes(format!("cannot read {path}: {e}")))?;
+    let codes: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    if let Some(dup) = codes.iter().find(|c| !seen.insert(c.as_str())) {
+        return Err(ControlError::Codes(format!(
+            "{path}: code {dup} appears twice"
+        )));
+    }
+    if (codes.len() as u64) < needed {
+        return Err(ControlError::Codes(format!(
+            "{path} holds {} codes, fewer than the {needed} units",
+            codes.len()
+        )));
+    }
+    Ok(codes)
+}
+
+/// Loads the stock into the partitions (and the code pool, when the campaign has one),
+/// exactly once. A crash half-way is resumed by arming again; an armed campaign is never
+/// re-armed.
 pub fn arm(con: &mut redis::Connection, id: &str) -> Result<Campaign> {
-    set_state(con, id, State::Arming, &[State::Draft], "arm")?;
     let c = get(con, id)?;
+    let codes = match &c.spec.codes_file {
+        Some(path) => Some(read_codes(path, c.spec.total)?),
+        None => None,
+    };
+    set_state(con, id, State::Arming, &[State::Draft], "arm")?;
+    if let Some(codes) = codes {
+        let k = CodeKeys::new(id);
+        let _: () = con.del(k.staging())?;
+        for chunk in codes.chunks(1000) {
+            let _: () = con.rpush(k.staging(), chunk)?;
+        }
+        let _: i64 = scripts::LOAD_CODES
+            .key(k.staging())
+            .key(k.pool())
+            .key(k.loaded())
+            .invoke(con)?;
+    }
     let (limit, ttl_ms) = (c.spec.per_user_limit, c.spec.hold_ttl_s * 1000);
     for (p, units) in c.spec.allocation().into_iter().enumerate() {
         let k = PartitionKeys::new(id, p as u32);
@@ -110,10 +154,26 @@ pub fn arm(con: &mut redis::Connection, id: &str) -> Result<Campaign> {
             .arg(c.starts_at_ms.unwrap_or(0))
             .arg(c.ends_at_ms.unwrap_or(0))
             .invoke(con)?;
+        ensure_group(con, &k.events())?;
     }
     set_state(con, id, State::Armed, &[State::Arming], "arm")?;
     changed(con, id)?;
     get(con, id)
+}
+
+/// Creates the workers' consumer group on a stream (and the stream), unless it exists.
+pub fn ensure_group(con: &mut redis::Connection, stream: &str) -> Result<()> {
+    let r: redis::RedisResult<()> = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(stream)
+        .arg(keys::WORKER_GROUP)
+        .arg("0")
+        .arg("MKSTREAM")
+        .query(con);
+    match r {
+        Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
+        other => Ok(other?),
+    }
 }
 
 /// start, pause, resume or stop. Repeating an action that already took effect is

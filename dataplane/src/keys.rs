@@ -12,6 +12,36 @@ pub const CONTROL_VERSION: &str = "sk:control:version";
 /// Pub/sub channel announcing control-plane changes.
 pub const CONTROL_CHANNEL: &str = "sk:control";
 
+/// Consumer group of the order workers on every partition's event stream.
+pub const WORKER_GROUP: &str = "workers";
+
+/// Keys of a campaign's licence code pool, all in one slot of their own.
+pub struct CodeKeys {
+    tag: String,
+}
+
+impl CodeKeys {
+    pub fn new(campaign: &str) -> Self {
+        CodeKeys {
+            tag: format!("{PREFIX}:{{{campaign}.codes}}"),
+        }
+    }
+    /// List of codes not handed out yet.
+    pub fn pool(&self) -> String {
+        format!("{}:pool", self.tag)
+    }
+    /// Hash: order id → its code.
+    pub fn bound(&self) -> String {
+        format!("{}:bound", self.tag)
+    }
+    pub fn staging(&self) -> String {
+        format!("{}:staging", self.tag)
+    }
+    pub fn loaded(&self) -> String {
+        format!("{}:loaded", self.tag)
+    }
+}
+
 /// Hash holding a campaign's definition and lifecycle state.
 pub fn campaign(id: &str) -> String {
     format!("{PREFIX}:campaign:{id}")

@@ -22,6 +22,7 @@ pub mod control;
 mod http;
 pub mod keys;
 pub mod ledger;
+pub mod orders;
 pub mod scripts;
 pub mod server;
 pub mod shard;

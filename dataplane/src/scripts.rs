@@ -3,33 +3,72 @@
 use redis::Script;
 use std::sync::LazyLock;
 
-pub static PURCHASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/purchase.lua")));
-pub static TRANSFER_OUT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/transfer_out.lua")));
-pub static TRANSFER_IN: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/transfer_in.lua")));
-pub static TRANSFER_ACK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/transfer_ack.lua")));
-pub static ARM_PARTITION: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/arm_partition.lua")));
-pub static SET_STATE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/set_state.lua")));
-
-/// Every script the shards call, loaded on each new connection.
-pub fn hot_path() -> [&'static Script; 4] {
-    [&PURCHASE, &TRANSFER_OUT, &TRANSFER_IN, &TRANSFER_ACK]
+macro_rules! scripts {
+    ($($(#[$doc:meta])* $name:ident => $file:literal,)*) => {
+        $(
+            $(#[$doc])*
+            pub static $name: LazyLock<Script> =
+                LazyLock::new(|| Script::new(include_str!($file)));
+        )*
+        const SOURCES: &[&str] = &[$(include_str!($file)),*];
+    };
 }
 
-/// The script's source, for `SCRIPT LOAD` after a `NOSCRIPT` reply.
-pub fn source_of(hash: &str) -> Option<&'static str> {
+scripts! {
+    /// One purchase on one partition.
+    PURCHASE => "scripts/purchase.lua",
+    /// Transfer step 1, on the source.
+    TRANSFER_OUT => "scripts/transfer_out.lua",
+    /// Transfer step 2, on the target.
+    TRANSFER_IN => "scripts/transfer_in.lua",
+    /// Transfer step 3, on the source.
+    TRANSFER_ACK => "scripts/transfer_ack.lua",
+    /// Pays a held order.
+    PAY => "scripts/pay.lua",
+    /// Releases holds past their deadline.
+    RELEASE => "scripts/release.lua",
+    /// Marks a paid order delivered.
+    DELIVER => "scripts/deliver.lua",
+    /// Binds a code of the pool to an order.
+    BIND_CODE => "scripts/bind_code.lua",
+    /// Publishes a staged code pool.
+    LOAD_CODES => "scripts/load_codes.lua",
+    /// Loads a partition's stock at arm time.
+    ARM_PARTITION => "scripts/arm_partition.lua",
+    /// Compare-and-set of a campaign's state.
+    SET_STATE => "scripts/set_state.lua",
+}
+
+/// The scripts the shards call, loaded on each new connection.
+pub fn hot_path() -> [&'static Script; 6] {
     [
-        (&*PURCHASE, include_str!("scripts/purchase.lua")),
-        (&*TRANSFER_OUT, include_str!("scripts/transfer_out.lua")),
-        (&*TRANSFER_IN, include_str!("scripts/transfer_in.lua")),
-        (&*TRANSFER_ACK, include_str!("scripts/transfer_ack.lua")),
+        &PURCHASE,
+        &TRANSFER_OUT,
+        &TRANSFER_IN,
+        &TRANSFER_ACK,
+        &PAY,
+        &RELEASE,
     ]
-    .into_iter()
-    .find(|(s, _)| s.get_hash() == hash)
-    .map(|(_, src)| src)
+}
+
+/// A script's source, for `SCRIPT LOAD` after a `NOSCRIPT` reply.
+pub fn source_of(hash: &str) -> Option<&'static str> {
+    SOURCES
+        .iter()
+        .find(|src| Script::new(src).get_hash() == hash)
+        .copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_hot_script_has_its_source() {
+        for s in hot_path() {
+            let src = source_of(s.get_hash()).expect("source");
+            assert_eq!(Script::new(src).get_hash(), s.get_hash());
+        }
+        assert!(source_of("0000").is_none());
+    }
 }

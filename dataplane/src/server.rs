@@ -32,13 +32,13 @@ pub enum ServerError {
     Signals(std::io::Error),
 }
 
-/// Runs the node until SIGINT or SIGTERM.
-pub fn run(settings: Settings) -> Result<(), ServerError> {
+/// A flag that SIGINT or SIGTERM sets.
+pub fn stop_on_signals() -> Result<Arc<AtomicBool>, ServerError> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).map_err(ServerError::Signals)?;
     }
-    run_until(settings, stop)
+    Ok(stop)
 }
 
 /// Runs the node until `stop` is set.

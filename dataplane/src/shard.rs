@@ -236,20 +236,36 @@ async fn listen_for_changes(shard: Rc<Shard>) {
     }
 }
 
+/// Shard 0's housekeeping: release holds nobody paid for in time, finish stranded
+/// transfers and even out stock. Every node runs it; all of it is safe to run twice.
 async fn rebalance_loop(shard: Rc<Shard>) {
     let every = Duration::from_millis(shard.settings.control.rebalance_ms);
     loop {
         Timer::new(every).await;
-        let live: Vec<(String, u32)> = shard
+        let stocked: Vec<(String, u32, State, bool)> = shard
             .campaigns
             .borrow()
             .values()
-            .filter(|v| v.campaign.state == State::Live && !v.sold_out)
-            .map(|v| (v.campaign.spec.id.clone(), v.campaign.spec.partitions))
+            .filter(|v| matches!(v.campaign.state, State::Live | State::Paused | State::Ended))
+            .map(|v| {
+                let c = &v.campaign;
+                (c.spec.id.clone(), c.spec.partitions, c.state, v.sold_out)
+            })
             .collect();
-        for (id, partitions) in live {
-            if let Err(e) = store::rebalance(&shard.store, &id, partitions).await {
-                tracing::debug!(campaign = %id, error = %e, "rebalance failed");
+        for (id, partitions, state, sold_out) in stocked {
+            for p in 0..partitions {
+                match shard.store.release_expired(&id, p).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::info!(campaign = %id, partition = p, released = n, "released expired holds")
+                    }
+                    Err(e) => tracing::debug!(campaign = %id, error = %e, "release failed"),
+                }
+            }
+            if state == State::Live && !sold_out {
+                if let Err(e) = store::rebalance(&shard.store, &id, partitions).await {
+                    tracing::debug!(campaign = %id, error = %e, "rebalance failed");
+                }
             }
         }
     }

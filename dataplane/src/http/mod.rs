@@ -77,12 +77,16 @@ async fn route(shard: &Shard, req: Request<Incoming>) -> Reply {
             routes::purchase::post(shard, id, req).await
         }
         (["api", "orders", id], &Method::GET) => routes::orders::get(shard, id, req).await,
+        (["api", "orders", id, "pay"], &Method::POST) => routes::pay::post(shard, id, req).await,
+        (["dl", token], &Method::GET) => routes::download::get(shard, token).await,
         (["api", "time"], _)
         | (["api", "session"], _)
         | (["api", "campaigns"], _)
         | (["api", "campaigns", _], _)
         | (["api", "campaigns", _, "purchase"], _)
-        | (["api", "orders", _], _) => Err(ApiError::MethodNotAllowed),
+        | (["api", "orders", _], _)
+        | (["api", "orders", _, "pay"], _)
+        | (["dl", _], _) => Err(ApiError::MethodNotAllowed),
         _ => Err(ApiError::NotFound),
     };
     result.unwrap_or_else(|e| e.reply())

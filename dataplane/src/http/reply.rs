@@ -41,6 +41,11 @@ pub enum ApiError {
         starts_at_ms: Option<i64>,
     },
     Ended,
+    /// The hold ran out before payment.
+    Expired,
+    /// A download link with a bad signature.
+    LinkInvalid,
+    LinkExpired,
     /// Redis is down, slow or erroring.
     Unavailable,
     /// Stock kept moving under a purchase; retrying soon will likely succeed.
@@ -58,7 +63,8 @@ impl ApiError {
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             SoldOut | NotEnough { .. } | LimitReached | Paused => StatusCode::CONFLICT,
             NotStarted { .. } => StatusCode::TOO_EARLY,
-            Ended => StatusCode::GONE,
+            Ended | Expired | LinkExpired => StatusCode::GONE,
+            LinkInvalid => StatusCode::FORBIDDEN,
             Unavailable | Busy => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -78,6 +84,9 @@ impl ApiError {
             Paused => "paused",
             NotStarted { .. } => "not_started",
             Ended => "ended",
+            Expired => "expired",
+            LinkInvalid => "link_invalid",
+            LinkExpired => "link_expired",
             Unavailable => "unavailable",
             Busy => "busy",
         }
@@ -98,6 +107,9 @@ impl ApiError {
             Paused => "the sale is paused".into(),
             NotStarted { .. } => "the sale has not started".into(),
             Ended => "the sale has ended".into(),
+            Expired => "the hold expired before payment".into(),
+            LinkInvalid => "this download link is not valid".into(),
+            LinkExpired => "this download link has expired; get a new one from the order".into(),
             Unavailable => "the service is temporarily unavailable".into(),
             Busy => "too much contention; retry shortly".into(),
         }

@@ -2,11 +2,13 @@
 //! the user's partition, and the crash-safe transfers that move stock between partitions.
 
 mod conn;
+mod orders;
 mod purchase;
 mod transfer;
 
 pub(crate) use conn::connect;
 pub use conn::{RedisConn, Reply, StoreError};
+pub use orders::Payment;
 pub use purchase::{Purchase, PurchaseRequest};
 pub use transfer::{rebalance, PartitionProbe};
 

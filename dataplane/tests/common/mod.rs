@@ -246,6 +246,8 @@ pub fn spec(id: &str, total: u64, partitions: u32, limit: u32) -> CampaignSpec {
         price_cents: 500,
         starts_at: None,
         ends_at: None,
+        codes_file: None,
+        content_file: None,
     }
 }
 

@@ -1,7 +1,9 @@
 //! One module per route, each the same shape: parse, check, apply, respond.
 
 pub mod campaigns;
+pub mod download;
 pub mod orders;
+pub mod pay;
 pub mod purchase;
 pub mod session;
 pub mod time;

@@ -4,6 +4,7 @@
 use hyper::body::Incoming;
 use hyper::Request;
 
+use crate::auth;
 use crate::http::reply::{ok, Reply};
 use crate::http::{authenticate, ApiError};
 use crate::keys::{OrderId, PartitionKeys};
@@ -17,23 +18,44 @@ pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Repl
     let fields = shard
         .store
         .conn
-        .query(
-            redis::cmd("HMGET")
-                .arg(key)
-                .arg(&["user", "qty", "status", "pay_by_ms"]),
-        )
+        .query(redis::cmd("HMGET").arg(key).arg(&[
+            "user",
+            "qty",
+            "status",
+            "pay_by_ms",
+            "paid_ms",
+            "license_key",
+        ]))
         .await
         .and_then(items)
         .map_err(|_| ApiError::Unavailable)?;
     if text(fields.first()).as_deref() != Some(user.as_str()) {
         return Err(ApiError::NotFound);
     }
-    Ok(ok(&serde_json::json!({
+    let status = text(fields.get(2)).unwrap_or_default();
+    let mut body = serde_json::json!({
         "order_id": id,
         "campaign_id": oid.campaign,
         "user_id": user,
         "quantity": int(fields.get(1)).unwrap_or(0),
-        "status": text(fields.get(2)).unwrap_or_default(),
+        "status": status,
         "pay_by_ms": int(fields.get(3)).unwrap_or(0),
-    })))
+    });
+    if let Some(paid) = int(fields.get(4)).filter(|t| *t > 0) {
+        body["paid_ms"] = paid.into();
+    }
+    if status == "delivered" {
+        body["license_key"] = text(fields.get(5)).unwrap_or_default().into();
+        let has_file = shard
+            .with_campaign(oid.campaign, |v| v.campaign.spec.content_file.is_some())
+            .unwrap_or(false);
+        if has_file {
+            // A fresh link on every look: it expires, the order does not.
+            let expires = crate::now_ms() + shard.settings.download_ttl.as_millis() as i64;
+            let token = auth::sign_download(&shard.settings.secret, id, expires);
+            body["download_url"] = format!("/dl/{token}").into();
+            body["download_expires_at_ms"] = expires.into();
+        }
+    }
+    Ok(ok(&body))
 }

@@ -1,0 +1,29 @@
+//! `POST /api/orders/{id}/pay`: the owner pays a held order (simulated: no provider, the
+//! real shape). Idempotent: paying again answers the same and changes nothing.
+
+use hyper::body::Incoming;
+use hyper::Request;
+
+use crate::http::reply::{ok, Reply};
+use crate::http::{authenticate, ApiError};
+use crate::keys::OrderId;
+use crate::shard::Shard;
+use crate::store::Payment;
+
+pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
+    let user = authenticate(shard, &req)?;
+    let order = OrderId::parse(id).ok_or(ApiError::NotFound)?;
+    let paid = shard.store.pay(&order, id, &user).await.map_err(|e| {
+        tracing::warn!(order = id, error = %e, "payment failed in redis");
+        ApiError::Unavailable
+    })?;
+    match paid {
+        Payment::Paid { paid_ms } => Ok(ok(&serde_json::json!({
+            "order_id": id,
+            "status": "paid",
+            "paid_ms": paid_ms,
+        }))),
+        Payment::Expired => Err(ApiError::Expired),
+        Payment::NotFound => Err(ApiError::NotFound),
+    }
+}

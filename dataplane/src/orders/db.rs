@@ -1,0 +1,237 @@
+//! The order store: one SQLite file per worker (WAL), its schema created and migrated by
+//! the program. Applying an event is idempotent: each stream entry is recorded once, and
+//! an order's row only ever moves forward (held → paid → delivered, held → expired).
+
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::Path;
+
+use super::event::Event;
+
+/// Each entry migrates the schema from its index to the next version.
+const MIGRATIONS: &[&str] = &[
+    // 1: orders and the events that made them.
+    "CREATE TABLE orders (
+        order_id     TEXT PRIMARY KEY,
+        campaign     TEXT NOT NULL,
+        partition    INTEGER NOT NULL,
+        user_id      TEXT NOT NULL,
+        quantity     INTEGER NOT NULL,
+        status       TEXT NOT NULL,
+        pay_by_ms    INTEGER NOT NULL,
+        paid_ms      INTEGER,
+        expired_ms   INTEGER,
+        delivered_ms INTEGER,
+        license_key  TEXT
+    );
+    CREATE INDEX orders_by_campaign ON orders (campaign, status);
+    CREATE TABLE events (
+        stream    TEXT NOT NULL,
+        entry_id  TEXT NOT NULL,
+        order_id  TEXT NOT NULL,
+        kind      TEXT NOT NULL,
+        PRIMARY KEY (stream, entry_id)
+    );
+    CREATE INDEX events_by_order ON events (order_id, kind);",
+];
+
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// How far along its life an order is; a row never moves back.
+const RANK: &str = "CASE {} WHEN 'held' THEN 1 WHEN 'paid' THEN 2 WHEN 'expired' THEN 2 \
+                    WHEN 'delivered' THEN 3 ELSE 0 END";
+
+pub struct OrderDb {
+    conn: Connection,
+}
+
+/// An order as a store holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredOrder {
+    pub order_id: String,
+    pub user_id: String,
+    pub quantity: i64,
+    pub status: String,
+    pub license_key: Option<String>,
+    /// How many `delivered` events this store applied for the order.
+    pub deliveries: i64,
+}
+
+impl OrderDb {
+    pub fn open(path: &Path) -> rusqlite::Result<OrderDb> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            // A missing directory shows up as SQLite's own "unable to open" error.
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let mut conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        migrate(&mut conn)?;
+        Ok(OrderDb { conn })
+    }
+
+    /// Opens an existing store without creating or migrating it (reconciliation).
+    pub fn open_existing(path: &Path) -> rusqlite::Result<OrderDb> {
+        let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        Ok(OrderDb { conn })
+    }
+
+    pub fn version(&self) -> rusqlite::Result<i64> {
+        self.conn
+            .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+    }
+
+    /// Applies a batch of events in one transaction.
+    pub fn apply(&mut self, events: &[Event]) -> rusqlite::Result<()> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut seen = tx.prepare_cached(
+                "INSERT OR IGNORE INTO events (stream, entry_id, order_id, kind) VALUES (?1, ?2, ?3, ?4)",
+            )?;
+            let upsert = format!(
+                "INSERT INTO orders (order_id, campaign, partition, user_id, quantity, status,
+                     pay_by_ms, paid_ms, expired_ms, delivered_ms, license_key)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                 ON CONFLICT (order_id) DO UPDATE SET
+                     status = excluded.status,
+                     paid_ms = COALESCE(excluded.paid_ms, orders.paid_ms),
+                     expired_ms = COALESCE(excluded.expired_ms, orders.expired_ms),
+                     delivered_ms = COALESCE(excluded.delivered_ms, orders.delivered_ms),
+                     license_key = COALESCE(excluded.license_key, orders.license_key)
+                 WHERE {} > {}",
+                RANK.replace("{}", "excluded.status"),
+                RANK.replace("{}", "orders.status"),
+            );
+            let mut upsert = tx.prepare_cached(&upsert)?;
+            for e in events {
+                if seen.execute(params![e.stream, e.entry_id, e.order_id, e.kind.as_str()])? == 0 {
+                    continue;
+                }
+                upsert.execute(params![
+                    e.order_id,
+                    e.campaign,
+                    e.partition,
+                    e.user,
+                    e.quantity,
+                    e.kind.status(),
+                    e.pay_by_ms,
+                    e.paid_ms,
+                    e.expired_ms,
+                    e.delivered_ms,
+                    e.license_key,
+                ])?;
+            }
+        }
+        tx.commit()
+    }
+
+    /// Every order of a campaign this store holds.
+    pub fn orders(&self, campaign: &str) -> rusqlite::Result<Vec<StoredOrder>> {
+        let mut q = self.conn.prepare(
+            "SELECT o.order_id, o.user_id, o.quantity, o.status, o.license_key,
+                    (SELECT COUNT(*) FROM events e WHERE e.order_id = o.order_id AND e.kind = 'delivered')
+             FROM orders o WHERE o.campaign = ?1 ORDER BY o.order_id",
+        )?;
+        let rows = q.query_map([campaign], |r| {
+            Ok(StoredOrder {
+                order_id: r.get(0)?,
+                user_id: r.get(1)?,
+                quantity: r.get(2)?,
+                status: r.get(3)?,
+                license_key: r.get(4)?,
+                deliveries: r.get(5)?,
+            })
+        })?;
+        rows.collect()
+    }
+
+    pub fn order(&self, order_id: &str) -> rusqlite::Result<Option<String>> {
+        self.conn
+            .query_row(
+                "SELECT status FROM orders WHERE order_id = ?1",
+                [order_id],
+                |r| r.get(0),
+            )
+            .optional()
+    }
+
+    /// Removes an order (reconciliation tests plant this fault).
+    pub fn delete(&self, order_id: &str) -> rusqlite::Result<usize> {
+        self.conn
+            .execute("DELETE FROM orders WHERE order_id = ?1", [order_id])
+    }
+}
+
+fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")?;
+    let current: Option<i64> = tx
+        .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+        .optional()?;
+    if current.is_none() {
+        tx.execute("INSERT INTO schema_version (version) VALUES (0)", [])?;
+    }
+    let current = current.unwrap_or(0);
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        tx.execute_batch(sql)?;
+        tx.execute("UPDATE schema_version SET version = ?1", [i as i64 + 1])?;
+    }
+    tx.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::orders::Kind;
+
+    fn event(entry: &str, kind: Kind) -> Event {
+        Event {
+            stream: "s".into(),
+            entry_id: entry.into(),
+            kind,
+            order_id: "c.0.1".into(),
+            campaign: "c".into(),
+            partition: 0,
+            user: "alice".into(),
+            quantity: 1,
+            pay_by_ms: 10,
+            paid_ms: (kind != Kind::Held).then_some(5),
+            expired_ms: None,
+            delivered_ms: (kind == Kind::Delivered).then_some(6),
+            license_key: (kind == Kind::Delivered).then(|| "KEY".to_string()),
+        }
+    }
+
+    #[test]
+    fn the_schema_is_created_once_and_versioned() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("orders/w.sqlite");
+        assert_eq!(
+            OrderDb::open(&p).expect("open").version().expect("v"),
+            SCHEMA_VERSION
+        );
+        assert_eq!(
+            OrderDb::open(&p).expect("reopen").version().expect("v"),
+            SCHEMA_VERSION
+        );
+    }
+
+    #[test]
+    fn events_apply_once_and_orders_only_move_forward() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut db = OrderDb::open(&dir.path().join("w.sqlite")).expect("open");
+        db.apply(&[event("1-0", Kind::Held), event("2-0", Kind::Paid)])
+            .expect("apply");
+        db.apply(&[event("3-0", Kind::Delivered)]).expect("apply");
+        // Replays, and an out-of-order older event, change nothing.
+        db.apply(&[event("1-0", Kind::Held), event("3-0", Kind::Delivered)])
+            .expect("replay");
+        db.apply(&[event("9-0", Kind::Held)]).expect("stale");
+        let o = db.orders("c").expect("orders");
+        assert_eq!(o.len(), 1);
+        assert_eq!(o[0].status, "delivered");
+        assert_eq!(o[0].license_key.as_deref(), Some("KEY"));
+        assert_eq!(o[0].deliveries, 1);
+    }
+}

@@ -1,0 +1,284 @@
+//! The order worker: reads every partition's event stream through the `workers` consumer
+//! group, writes the events to its SQLite file in one transaction per batch, delivers
+//! paid orders, and only then acknowledges. A worker that dies leaves its entries
+//! pending; any worker claims them (`XAUTOCLAIM`) once they have been idle long enough.
+//! Runs on a thread of its own, with Redis's blocking client: it is not on the hot path.
+
+use hdrhistogram::Histogram;
+use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadOptions, StreamReadReply};
+use redis::Commands;
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::db::OrderDb;
+use super::event::{Event, Kind};
+use crate::auth::{derive_license, Secret};
+use crate::campaign::State;
+use crate::control;
+use crate::keys::{self, CodeKeys, OrderId, PartitionKeys};
+use crate::scripts;
+use crate::store::{int, text};
+
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Consumer name in the group; keep it stable across restarts of the same worker.
+    pub name: String,
+    pub redis_url: String,
+    pub db: PathBuf,
+    pub secret: Secret,
+    /// Most entries read from one stream at a time.
+    pub batch: usize,
+    /// Pending entries idle this long are taken over from their (presumed dead) consumer.
+    pub claim_idle: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("order store: {0}")]
+    Db(#[from] rusqlite::Error),
+    #[error("control plane: {0}")]
+    Control(#[from] control::ControlError),
+}
+
+/// Counters a worker reports.
+#[derive(Debug)]
+pub struct WorkerStats {
+    pub events: u64,
+    pub delivered: u64,
+    /// Time from payment to delivery, in milliseconds.
+    pub pay_to_delivered_ms: Histogram<u64>,
+}
+
+struct Stream {
+    key: String,
+    last_claim: Option<Instant>,
+}
+
+pub struct Worker {
+    opts: WorkerOptions,
+    con: redis::Connection,
+    db: OrderDb,
+    streams: Vec<Stream>,
+    /// Campaigns that hand out codes from a pool.
+    pooled: HashSet<String>,
+    discovered: Option<Instant>,
+    pub stats: WorkerStats,
+}
+
+impl Worker {
+    pub fn open(opts: WorkerOptions) -> Result<Worker, WorkerError> {
+        let con = control::connect(&opts.redis_url)?;
+        let db = OrderDb::open(&opts.db)?;
+        Ok(Worker {
+            opts,
+            con,
+            db,
+            streams: Vec::new(),
+            pooled: HashSet::new(),
+            discovered: None,
+            stats: WorkerStats {
+                events: 0,
+                delivered: 0,
+                pay_to_delivered_ms: Histogram::new_with_bounds(1, 3_600_000, 3)
+                    .unwrap_or_else(|_| unreachable!("valid bounds")),
+            },
+        })
+    }
+
+    /// Finds the streams of every armed campaign (once a second).
+    fn discover(&mut self) -> Result<(), WorkerError> {
+        if self
+            .discovered
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return Ok(());
+        }
+        let known: HashSet<String> = self.streams.iter().map(|s| s.key.clone()).collect();
+        for c in control::list(&mut self.con)? {
+            if matches!(c.state, State::Draft | State::Arming) {
+                continue;
+            }
+            if c.spec.codes_file.is_some() {
+                self.pooled.insert(c.spec.id.clone());
+            }
+            for p in 0..c.spec.partitions {
+                let key = PartitionKeys::new(&c.spec.id, p).events();
+                if !known.contains(&key) {
+                    control::ensure_group(&mut self.con, &key)?;
+                    self.streams.push(Stream {
+                        key,
+                        last_claim: None,
+                    });
+                }
+            }
+        }
+        self.discovered = Some(Instant::now());
+        Ok(())
+    }
+
+    /// One pass over every stream: claim, read, store, deliver, acknowledge.
+    /// Returns the number of entries handled.
+    pub fn step(&mut self) -> Result<usize, WorkerError> {
+        self.discover()?;
+        let mut entries: Vec<(usize, StreamId)> = Vec::new();
+        let opts = StreamReadOptions::default()
+            .group(keys::WORKER_GROUP, &self.opts.name)
+            .count(self.opts.batch);
+        for (i, s) in self.streams.iter_mut().enumerate() {
+            if s.last_claim
+                .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+            {
+                s.last_claim = Some(Instant::now());
+                let claimed: StreamAutoClaimReply = redis::cmd("XAUTOCLAIM")
+                    .arg(&s.key)
+                    .arg(keys::WORKER_GROUP)
+                    .arg(&self.opts.name)
+                    .arg(self.opts.claim_idle.as_millis() as u64)
+                    .arg("0-0")
+                    .arg("COUNT")
+                    .arg(self.opts.batch)
+                    .query(&mut self.con)?;
+                entries.extend(claimed.claimed.into_iter().map(|e| (i, e)));
+            }
+            let read: StreamReadReply = self.con.xread_options(&[&s.key], &[">"], &opts)?;
+            for k in read.keys {
+                entries.extend(k.ids.into_iter().map(|e| (i, e)));
+            }
+        }
+        if entries.is_empty() {
+            return Ok(0);
+        }
+        let events: Vec<Event> = entries
+            .iter()
+            .filter_map(|(i, e)| {
+                let ev = Event::from_entry(&self.streams[*i].key, e);
+                if ev.is_none() {
+                    tracing::error!(stream = %self.streams[*i].key, id = %e.id, "unreadable order event; acknowledging it");
+                }
+                ev
+            })
+            .collect();
+        self.db.apply(&events)?;
+        for e in events.iter().filter(|e| e.kind == Kind::Paid) {
+            self.deliver(e)?;
+        }
+        let mut acks: HashMap<usize, Vec<&str>> = HashMap::new();
+        for (i, e) in &entries {
+            acks.entry(*i).or_default().push(&e.id);
+        }
+        for (i, ids) in acks {
+            let _: i64 = self
+                .con
+                .xack(&self.streams[i].key, keys::WORKER_GROUP, &ids)?;
+        }
+        self.stats.events += entries.len() as u64;
+        Ok(entries.len())
+    }
+
+    /// Binds a licence key to a paid order and marks it delivered, once: a replayed
+    /// `paid` event finds the same code bound and the order already delivered.
+    fn deliver(&mut self, e: &Event) -> Result<(), WorkerError> {
+        let license = if self.pooled.contains(&e.campaign) {
+            let k = CodeKeys::new(&e.campaign);
+            let code: Option<String> = scripts::BIND_CODE
+                .key(k.pool())
+                .key(k.bound())
+                .arg(&e.order_id)
+                .invoke(&mut self.con)?;
+            match code {
+                Some(c) => c,
+                None => {
+                    tracing::error!(campaign = %e.campaign, order = %e.order_id, "code pool exhausted; order left undelivered");
+                    return Ok(());
+                }
+            }
+        } else {
+            derive_license(&self.opts.secret, &e.order_id)
+        };
+        let Some(oid) = OrderId::parse(&e.order_id) else {
+            return Ok(());
+        };
+        let k = PartitionKeys::new(oid.campaign, oid.partition);
+        let v: Vec<redis::Value> = scripts::DELIVER
+            .key(k.order(&e.order_id))
+            .key(k.events())
+            .arg(&e.order_id)
+            .arg(&license)
+            .invoke(&mut self.con)?;
+        let status = text(v.first()).unwrap_or_default();
+        if status != "delivered" {
+            // Cannot happen after a `paid` event: a paid order only moves to delivered.
+            tracing::warn!(order = %e.order_id, status, "paid event for an order that is not paid");
+            return Ok(());
+        }
+        let (paid_ms, delivered_ms, first) = (
+            int(v.get(2)).unwrap_or(0),
+            int(v.get(3)).unwrap_or(0),
+            int(v.get(4)).unwrap_or(0),
+        );
+        if first == 1 {
+            self.stats.delivered += 1;
+            let _ = self
+                .stats
+                .pay_to_delivered_ms
+                .record((delivered_ms - paid_ms).max(1) as u64);
+        }
+        Ok(())
+    }
+
+    pub fn db(&self) -> &OrderDb {
+        &self.db
+    }
+}
+
+/// Runs a worker until `stop` is set, reconnecting after failures.
+pub fn run(opts: WorkerOptions, stop: &AtomicBool) {
+    let mut worker: Option<Worker> = None;
+    let mut last_report = Instant::now();
+    let mut backoff = Duration::from_millis(50);
+    while !stop.load(Ordering::Relaxed) {
+        let w = match worker.as_mut() {
+            Some(w) => w,
+            None => match Worker::open(opts.clone()) {
+                Ok(w) => {
+                    tracing::info!(name = %opts.name, db = %opts.db.display(), "order worker started");
+                    backoff = Duration::from_millis(50);
+                    worker.insert(w)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "order worker cannot start; retrying");
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    continue;
+                }
+            },
+        };
+        match w.step() {
+            Ok(0) => std::thread::sleep(Duration::from_millis(5)),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "order worker step failed; reconnecting");
+                worker = None;
+                std::thread::sleep(backoff);
+                continue;
+            }
+        }
+        if last_report.elapsed() >= Duration::from_secs(10) {
+            if let Some(w) = &worker {
+                let h = &w.stats.pay_to_delivered_ms;
+                tracing::info!(
+                    events = w.stats.events,
+                    delivered = w.stats.delivered,
+                    pay_to_delivered_p50_ms = h.value_at_quantile(0.5),
+                    pay_to_delivered_p99_ms = h.value_at_quantile(0.99),
+                    "order worker"
+                );
+            }
+            last_report = Instant::now();
+        }
+    }
+}

@@ -1,0 +1,27 @@
+-- Releases holds past their deadline: each unit returns to the partition's stock and the
+-- buyer may try again. A no-op for an order that is no longer held (paid in time).
+-- KEYS: part, holds, buyers, events
+-- ARGV: order key prefix, most orders to release in one call
+-- Returns the number of orders released.
+local part, holds, buyers, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due = redis.call('ZRANGEBYSCORE', holds, '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local released = 0
+for _, oid in ipairs(due) do
+  local key = ARGV[1] .. oid
+  local o = redis.call('HMGET', key, 'user', 'qty', 'status', 'pay_by_ms')
+  if o[3] == 'held' and tonumber(o[4]) <= now then
+    local qty = tonumber(o[2])
+    redis.call('HSET', key, 'status', 'expired', 'expired_ms', string.format('%d', now))
+    redis.call('HINCRBY', part, 'held', -qty)
+    redis.call('HINCRBY', part, 'stock', qty)
+    redis.call('HINCRBY', part, 'inflow', 1)
+    if redis.call('HINCRBY', buyers, o[1], -qty) <= 0 then redis.call('HDEL', buyers, o[1]) end
+    redis.call('XADD', events, '*', 'type', 'expired', 'order_id', oid, 'user', o[1],
+      'qty', qty, 'pay_by_ms', o[4], 'expired_ms', string.format('%d', now))
+    released = released + 1
+  end
+  redis.call('ZREM', holds, oid)
+end
+return released

@@ -27,6 +27,22 @@ enum Command {
     Serve(ServeArgs),
     /// Run an order worker on its own: event streams to its SQLite file, and delivery.
     Worker(WorkerArgs),
+    /// Check a campaign's ledger across Redis, the order streams and the order stores.
+    Reconcile {
+        id: String,
+        /// Redis holding the campaign.
+        #[arg(long, env = "SECKILL_REDIS", default_value = "redis://127.0.0.1:6390")]
+        redis: String,
+        /// Order stores (repeat for every worker's file); default: data/orders/*.sqlite.
+        #[arg(long = "db")]
+        dbs: Vec<PathBuf>,
+        #[arg(long)]
+        json: bool,
+        /// Replay orders missing from the stores into the first one and release overdue
+        /// holds. Never creates or removes a sale.
+        #[arg(long)]
+        repair: bool,
+    },
     /// Create, arm, start, pause, resume, stop and inspect campaigns.
     Campaign {
         /// Redis holding the control plane.
@@ -120,6 +136,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Command::Serve(a) => serve(a),
         Command::Worker(a) => worker(a),
+        Command::Reconcile {
+            id,
+            redis,
+            dbs,
+            json,
+            repair,
+        } => reconcile(&redis, &id, dbs, json, repair),
         Command::Campaign { redis, command } => campaign(&redis, command),
     }
 }
@@ -184,6 +207,54 @@ fn worker(a: WorkerArgs) -> anyhow::Result<ExitCode> {
     let stop = server::stop_on_signals()?;
     orders::worker::run(settings.worker_options(), &stop);
     Ok(ExitCode::SUCCESS)
+}
+
+fn reconcile(
+    redis: &str,
+    id: &str,
+    mut dbs: Vec<PathBuf>,
+    json: bool,
+    repair: bool,
+) -> anyhow::Result<ExitCode> {
+    if dbs.is_empty() {
+        if let Ok(dir) = std::fs::read_dir("data/orders") {
+            dbs = dir
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "sqlite"))
+                .collect();
+            dbs.sort();
+        }
+    }
+    if dbs.is_empty() {
+        bail!("--db: no order store given and none found in data/orders/");
+    }
+    let mut con = control::connect(redis).with_context(|| format!("connecting to {redis}"))?;
+    let repaired = if repair {
+        Some(seckill_dataplane::reconcile::repair(&mut con, id, &dbs)?)
+    } else {
+        None
+    };
+    let report = seckill_dataplane::reconcile::reconcile(&mut con, id, &dbs)?;
+    if json {
+        let v = serde_json::json!({ "report": report, "repaired": repaired });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        if let Some(r) = &repaired {
+            println!(
+                "repaired: {} orders replayed into {}, {} holds released, {} index entries removed",
+                r.orders_replayed,
+                dbs[0].display(),
+                r.holds_released,
+                r.index_entries_removed
+            );
+        }
+        println!("{report}");
+    }
+    Ok(if report.holds() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn campaign(redis: &str, command: CampaignCommand) -> anyhow::Result<ExitCode> {

@@ -23,6 +23,7 @@ mod http;
 pub mod keys;
 pub mod ledger;
 pub mod orders;
+pub mod reconcile;
 pub mod scripts;
 pub mod server;
 pub mod shard;

@@ -52,8 +52,6 @@ pub struct StoredOrder {
     pub quantity: i64,
     pub status: String,
     pub license_key: Option<String>,
-    /// How many `delivered` events this store applied for the order.
-    pub deliveries: i64,
 }
 
 impl OrderDb {
@@ -129,9 +127,8 @@ impl OrderDb {
     /// Every order of a campaign this store holds.
     pub fn orders(&self, campaign: &str) -> rusqlite::Result<Vec<StoredOrder>> {
         let mut q = self.conn.prepare(
-            "SELECT o.order_id, o.user_id, o.quantity, o.status, o.license_key,
-                    (SELECT COUNT(*) FROM events e WHERE e.order_id = o.order_id AND e.kind = 'delivered')
-             FROM orders o WHERE o.campaign = ?1 ORDER BY o.order_id",
+            "SELECT order_id, user_id, quantity, status, license_key
+             FROM orders WHERE campaign = ?1 ORDER BY order_id",
         )?;
         let rows = q.query_map([campaign], |r| {
             Ok(StoredOrder {
@@ -140,7 +137,6 @@ impl OrderDb {
                 quantity: r.get(2)?,
                 status: r.get(3)?,
                 license_key: r.get(4)?,
-                deliveries: r.get(5)?,
             })
         })?;
         rows.collect()
@@ -232,6 +228,5 @@ mod tests {
         assert_eq!(o.len(), 1);
         assert_eq!(o[0].status, "delivered");
         assert_eq!(o[0].license_key.as_deref(), Some("KEY"));
-        assert_eq!(o[0].deliveries, 1);
     }
 }

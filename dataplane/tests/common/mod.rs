@@ -110,14 +110,26 @@ impl Node {
 
     /// Starts a node whose config file ends with `extra` TOML.
     pub fn start_with(redis: &Redis, shards: usize, extra: &str) -> Node {
+        Self::launch(redis, shards, extra, true)
+    }
+
+    /// Starts a node that leaves the order streams to separate workers.
+    pub fn start_without_worker(redis: &Redis, shards: usize) -> Node {
+        Self::launch(redis, shards, "", false)
+    }
+
+    fn launch(redis: &Redis, shards: usize, extra: &str, worker: bool) -> Node {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         std::fs::write(dir.path().join("secret"), SECRET).expect("write secret");
+        let d = dir.path().display();
         let config = format!(
-            "listen = \"127.0.0.1:{port}\"\nredis = \"{}\"\nshards = {shards}\ndemo_issuer = true\nsecret_file = \"{}\"\n{extra}",
+            "listen = \"127.0.0.1:{port}\"\nredis = \"{}\"\nshards = {shards}\ndemo_issuer = true\n\
+             secret_file = \"{d}/secret\"\ncontent_dir = \"{d}/content\"\n{extra}\n\
+             [worker]\nenabled = {worker}\ndb = \"{d}/orders.sqlite\"\nclaim_idle_ms = 1000\n",
             redis.url(),
-            dir.path().join("secret").display()
         );
+        std::fs::create_dir_all(dir.path().join("content")).expect("content dir");
         std::fs::write(dir.path().join("dataplane.toml"), config).expect("write config");
         let child = Command::new(env!("CARGO_BIN_EXE_seckill-dataplane"))
             .arg("serve")
@@ -143,8 +155,13 @@ impl Node {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
-    pub fn config_path(&self) -> PathBuf {
-        self.dir.path().join("dataplane.toml")
+    /// The node's own order store.
+    pub fn db(&self) -> PathBuf {
+        self.dir.path().join("orders.sqlite")
+    }
+
+    pub fn content_dir(&self) -> PathBuf {
+        self.dir.path().join("content")
     }
 
     /// Sends SIGTERM and returns the exit status.
@@ -173,6 +190,74 @@ impl Drop for Node {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+}
+
+/// A `seckill-dataplane worker` process with its own SQLite file.
+pub struct WorkerProc {
+    pub db: PathBuf,
+    _dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl WorkerProc {
+    pub fn start(redis: &Redis, name: &str) -> WorkerProc {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path().display();
+        std::fs::write(dir.path().join("secret"), SECRET).expect("write secret");
+        let config = format!(
+            "redis = \"{}\"\nsecret_file = \"{d}/secret\"\n[worker]\nname = \"{name}\"\n\
+             db = \"{d}/{name}.sqlite\"\nclaim_idle_ms = 1000\nbatch = 64\n",
+            redis.url()
+        );
+        std::fs::write(dir.path().join("worker.toml"), config).expect("write config");
+        let child = Command::new(env!("CARGO_BIN_EXE_seckill-dataplane"))
+            .arg("worker")
+            .arg("--config")
+            .arg(dir.path().join("worker.toml"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start worker");
+        WorkerProc {
+            db: dir.path().join(format!("{name}.sqlite")),
+            _dir: dir,
+            child: Some(child),
+        }
+    }
+
+    /// SIGKILL: no chance to finish anything.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for WorkerProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls reconciliation until the pipeline has drained and the ledger holds.
+pub fn reconciled(
+    redis: &Redis,
+    campaign: &str,
+    stores: &[PathBuf],
+) -> seckill_dataplane::reconcile::Report {
+    let mut con = redis.con();
+    let start = Instant::now();
+    loop {
+        let r =
+            seckill_dataplane::reconcile::reconcile(&mut con, campaign, stores).expect("reconcile");
+        if (r.drained() && r.holds() && r.missing.is_empty())
+            || start.elapsed() > Duration::from_secs(20)
+        {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -221,6 +306,10 @@ impl Client {
         );
         assert_eq!(code, 200, "{v}");
         v["token"].as_str().expect("token").to_string()
+    }
+
+    pub fn pay(&self, order_id: &str, token: &str) -> Answer {
+        self.post(&format!("/api/orders/{order_id}/pay"), Some(token), "")
     }
 
     pub fn purchase(&self, campaign: &str, token: &str, idem: Option<&str>) -> Answer {

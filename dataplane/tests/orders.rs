@@ -1,0 +1,395 @@
+//! After the hold: payment, expiry, delivery, downloads and reconciliation, against a real
+//! redis-server, real data plane and worker processes, and real SQLite files.
+
+mod common;
+
+use common::{open_sale, reconciled, spec, Client, Node, Redis, WorkerProc, SECRET};
+use seckill_dataplane::auth::{sign_download, Secret};
+use seckill_dataplane::keys::PartitionKeys;
+use seckill_dataplane::orders::OrderDb;
+use seckill_dataplane::{control, scripts};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Each user buys once, from `threads` connections at a time; returns the held orders as
+/// (user token, order id).
+fn crowd(
+    node: &Node,
+    campaign: &str,
+    users: std::ops::Range<usize>,
+    threads: usize,
+) -> Vec<(String, String)> {
+    let users: Arc<Vec<usize>> = Arc::new(users.collect());
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (c, users, campaign) = (node.client(), users.clone(), campaign.to_string());
+            std::thread::spawn(move || {
+                let mut held = Vec::new();
+                for u in users.iter().skip(t).step_by(threads) {
+                    let token = c.token(&format!("buyer-{u}"));
+                    let (code, body) = c.purchase(&campaign, &token, None);
+                    if code == 200 {
+                        held.push((token, body["order_id"].as_str().expect("id").to_string()));
+                    } else {
+                        assert_eq!(body["error"], "sold_out", "{code} {body}");
+                    }
+                }
+                held
+            })
+        })
+        .collect();
+    handles
+        .into_iter()
+        .flat_map(|h| h.join().expect("buyer"))
+        .collect()
+}
+
+fn order(c: &Client, id: &str, token: &str) -> serde_json::Value {
+    let (code, body) = c.get(&format!("/api/orders/{id}"), Some(token));
+    assert_eq!(code, 200, "{body}");
+    body
+}
+
+fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn unpaid_holds_expire_and_sell_again_and_paid_ones_are_delivered_once() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    let mut s = spec("drop", 200, 4, 1);
+    s.hold_ttl_s = 2;
+    open_sale(&redis, &node, s);
+    let c = node.client();
+
+    let first = crowd(&node, "drop", 0..400, 16);
+    assert_eq!(first.len(), 200);
+    let (pay, abandon) = first.split_at(100);
+    for (token, id) in pay {
+        let (code, body) = c.pay(id, token);
+        assert_eq!(
+            (code, body["status"].as_str()),
+            (200, Some("paid")),
+            "{body}"
+        );
+        // Paying again answers the same and changes nothing.
+        assert_eq!(c.pay(id, token), (code, body));
+    }
+    // The abandoned holds run out; their units come back and the sale is live again.
+    wait_for(
+        "expired holds to be released",
+        Duration::from_secs(10),
+        || c.get("/api/campaigns/drop", None).1["remaining"] == 100,
+    );
+    assert_eq!(c.get("/api/campaigns/drop", None).1["state"], "live");
+    for (token, id) in abandon.iter().take(5) {
+        let (code, body) = c.pay(id, token);
+        assert_eq!((code, body["error"].as_str()), (410, Some("expired")));
+        assert_eq!(order(&c, id, token)["status"], "expired");
+    }
+    // An abandoning buyer may try again: the expired hold no longer counts.
+    let (token, _) = &abandon[0];
+    let (code, retry) = c.purchase("drop", token, None);
+    assert_eq!(code, 200, "{retry}");
+    let retry_id = retry["order_id"].as_str().expect("id").to_string();
+    assert_eq!(c.pay(&retry_id, token).0, 200);
+
+    let second = crowd(&node, "drop", 1000..1300, 16);
+    assert_eq!(
+        second.len(),
+        99,
+        "the released units, less the one bought again"
+    );
+    for (token, id) in &second {
+        assert_eq!(c.pay(id, token).0, 200);
+    }
+    assert_eq!(
+        c.purchase("drop", &c.token("late"), None).1["error"],
+        "sold_out"
+    );
+
+    // Every paid order is delivered, with a licence key of its own.
+    let mut keys = std::collections::HashSet::new();
+    for (token, id) in pay
+        .iter()
+        .chain(&second)
+        .chain([&(token.clone(), retry_id.clone())])
+    {
+        wait_for("delivery", Duration::from_secs(10), || {
+            order(&c, id, token)["status"] == "delivered"
+        });
+        let o = order(&c, id, token);
+        assert!(keys.insert(o["license_key"].as_str().expect("key").to_string()));
+    }
+    assert_eq!(keys.len(), 200);
+
+    let r = reconciled(&redis, "drop", &[node.db()]);
+    eprintln!("{r}");
+    assert!(r.holds(), "{r}");
+    assert_eq!(r.orders_in_redis.get("delivered"), Some(&200));
+    assert_eq!(r.orders_in_redis.get("expired"), Some(&100));
+    assert_eq!(r.orders_in_stores, r.orders_in_redis);
+    assert_eq!(
+        (r.ledger.sold, r.ledger.held, r.ledger.remaining),
+        (200, 0, 0)
+    );
+}
+
+#[test]
+fn a_worker_killed_mid_batch_loses_nothing_and_writes_nothing_twice() {
+    let redis = Redis::start();
+    let node = Node::start_without_worker(&redis, 2);
+    open_sale(&redis, &node, spec("crash", 3000, 8, 1));
+    let mut first = WorkerProc::start(&redis, "w1");
+    let buyers = {
+        let node_url = node.url("");
+        let _ = node_url;
+        std::thread::scope(|s| {
+            let h = s.spawn(|| crowd(&node, "crash", 0..3000, 32));
+            // Kill the worker while it is busy with the surge's events.
+            std::thread::sleep(Duration::from_millis(700));
+            first.kill();
+            h.join().expect("crowd")
+        })
+    };
+    assert_eq!(buyers.len(), 3000);
+    let stored_by_first = OrderDb::open_existing(&first.db)
+        .and_then(|db| db.orders("crash"))
+        .map(|o| o.len())
+        .unwrap_or(0);
+    let c = node.client();
+    for (token, id) in buyers.iter().step_by(2) {
+        assert_eq!(c.pay(id, token).0, 200);
+    }
+    let second = WorkerProc::start(&redis, "w2");
+    let r = reconciled(&redis, "crash", &[first.db.clone(), second.db.clone()]);
+    eprintln!("first worker stored {stored_by_first} orders before SIGKILL\n{r}");
+    assert!(
+        stored_by_first < 3000,
+        "the worker was not killed mid-surge"
+    );
+    assert!(r.holds(), "{r}");
+    assert!(r.drained());
+    assert!(r.missing.is_empty() && r.delivered_twice.is_empty());
+    assert_eq!(r.orders_in_redis.get("delivered"), Some(&1500));
+    assert_eq!(r.orders_in_stores, r.orders_in_redis);
+}
+
+#[test]
+fn a_payment_racing_the_expiry_of_its_hold_either_pays_or_expires() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    let mut s = spec("race", 120, 2, 1);
+    s.hold_ttl_s = 1;
+    open_sale(&redis, &node, s);
+    let held = crowd(&node, "race", 0..120, 8);
+    assert_eq!(held.len(), 120);
+    let pay_by: i64 = node
+        .client()
+        .get(&format!("/api/orders/{}", held[0].1), Some(&held[0].0))
+        .1["pay_by_ms"]
+        .as_i64()
+        .expect("pay_by");
+
+    // A releaser hammering every partition across the deadline, beside the node's own.
+    let url = redis.url();
+    let releaser = std::thread::spawn(move || {
+        let mut con = control::connect(&url).expect("connect");
+        while seckill_dataplane::now_ms() < pay_by + 300 {
+            for p in 0..2 {
+                let k = PartitionKeys::new("race", p);
+                let _: i64 = scripts::RELEASE
+                    .key(k.part())
+                    .key(k.holds())
+                    .key(k.buyers())
+                    .key(k.events())
+                    .arg(k.order_prefix())
+                    .arg(100)
+                    .invoke(&mut con)
+                    .expect("release");
+            }
+        }
+    });
+    // Payments spread from 100 ms before the deadline to 100 ms after it.
+    let payers: Vec<_> = held
+        .chunks(15)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let (c, chunk) = (node.client(), chunk.to_vec());
+            std::thread::spawn(move || {
+                let mut answers = Vec::new();
+                for (j, (token, id)) in chunk.iter().enumerate() {
+                    let at = pay_by - 100 + ((i * 15 + j) as i64 * 200 / 120);
+                    while seckill_dataplane::now_ms() < at {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    let (code, _) = c.pay(id, token);
+                    answers.push((token.clone(), id.clone(), code));
+                }
+                answers
+            })
+        })
+        .collect();
+    let answers: Vec<(String, String, u16)> = payers
+        .into_iter()
+        .flat_map(|h| h.join().expect("payer"))
+        .collect();
+    releaser.join().expect("releaser");
+    let c = node.client();
+    let (mut paid, mut expired) = (0, 0);
+    for (token, id, code) in &answers {
+        let status = order(&c, id, token)["status"]
+            .as_str()
+            .expect("status")
+            .to_string();
+        match code {
+            200 => {
+                paid += 1;
+                assert!(
+                    status == "paid" || status == "delivered",
+                    "{id}: paid but {status}"
+                );
+            }
+            410 => {
+                expired += 1;
+                assert_eq!(status, "expired", "{id}");
+            }
+            other => panic!("{id}: pay answered {other}"),
+        }
+    }
+    eprintln!("{paid} paid, {expired} expired");
+    assert!(
+        paid > 0 && expired > 0,
+        "the race was not run: {paid} paid, {expired} expired"
+    );
+    let r = reconciled(&redis, "race", &[node.db()]);
+    assert!(r.holds(), "{r}");
+    assert_eq!(r.ledger.sold, paid);
+    assert_eq!(r.ledger.remaining, expired);
+}
+
+#[test]
+fn download_links_serve_the_file_only_when_valid() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 1);
+    std::fs::write(node.content_dir().join("album.zip"), b"the album's bytes").expect("content");
+    let mut s = spec("dl", 10, 2, 1);
+    s.content_file = Some("album.zip".into());
+    open_sale(&redis, &node, s);
+    let c = node.client();
+    let alice = c.token("alice");
+    let (_, held) = c.purchase("dl", &alice, None);
+    let id = held["order_id"].as_str().expect("id").to_string();
+    assert!(
+        order(&c, &id, &alice).get("download_url").is_none(),
+        "no link before payment"
+    );
+    assert_eq!(c.pay(&id, &alice).0, 200);
+    wait_for("delivery", Duration::from_secs(10), || {
+        order(&c, &id, &alice)["status"] == "delivered"
+    });
+    let o = order(&c, &id, &alice);
+    let url = o["download_url"].as_str().expect("link").to_string();
+
+    let r = c.agent.get(&node.url(&url)).call().expect("download");
+    assert_eq!(r.header("content-type"), Some("application/octet-stream"));
+    let mut body = Vec::new();
+    std::io::Read::read_to_end(&mut r.into_reader(), &mut body).expect("body");
+    assert_eq!(body, b"the album's bytes");
+
+    // Tampered: one character of the signature changed.
+    let mut tampered = url.clone();
+    let last = tampered.pop().expect("char");
+    tampered.push(if last == 'A' { 'B' } else { 'A' });
+    let (code, v) = c.get(&tampered, None);
+    assert_eq!((code, v["error"].as_str()), (403, Some("link_invalid")));
+    // Another order's link cannot be made from this one: the order id is signed.
+    let token = url.trim_start_matches("/dl/");
+    let mut parts: Vec<&str> = token.split('.').collect();
+    let other = base64_url("dl.0.999");
+    parts[0] = &other;
+    let (code, _) = c.get(&format!("/dl/{}", parts.join(".")), None);
+    assert_eq!(code, 403);
+    // Expired: a correctly signed link whose time is up.
+    let secret = Secret::new(SECRET.as_bytes().to_vec()).expect("secret");
+    let old = sign_download(&secret, &id, seckill_dataplane::now_ms() - 1);
+    let (code, v) = c.get(&format!("/dl/{old}"), None);
+    assert_eq!((code, v["error"].as_str()), (410, Some("link_expired")));
+    assert_eq!(c.get("/dl/garbage", None).0, 403);
+}
+
+fn base64_url(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s)
+}
+
+#[test]
+fn reconciliation_finds_planted_faults_and_repairs_only_what_it_may() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    open_sale(&redis, &node, spec("audit", 50, 4, 1));
+    let c = node.client();
+    let held = crowd(&node, "audit", 0..50, 4);
+    for (token, id) in &held[..20] {
+        assert_eq!(c.pay(id, token).0, 200);
+    }
+    let r = reconciled(&redis, "audit", &[node.db()]);
+    assert!(r.holds(), "{r}");
+    let cli = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_seckill-dataplane"))
+            .args(["reconcile", "audit", "--redis", &redis.url(), "--db"])
+            .arg(node.db())
+            .args(args)
+            .output()
+            .expect("reconcile")
+    };
+    let o = cli(&[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+
+    // An order deleted from SQLite: found, exit 1, and --repair puts it back.
+    let victim = &held[3].1;
+    assert_eq!(
+        OrderDb::open_existing(&node.db())
+            .expect("db")
+            .delete(victim)
+            .expect("delete"),
+        1
+    );
+    let o = cli(&["--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["report"]["missing"], serde_json::json!([victim]));
+    let o = cli(&["--repair"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("1 orders replayed"), "{out}");
+    assert_eq!(
+        OrderDb::open_existing(&node.db())
+            .expect("db")
+            .order(victim)
+            .expect("row")
+            .as_deref(),
+        Some("delivered")
+    );
+
+    // A stock counter changed by hand: conservation fails, and repair does not paper over it.
+    let mut con = redis.con();
+    let _: i64 = redis::cmd("HINCRBY")
+        .arg(PartitionKeys::new("audit", 1).part())
+        .arg("stock")
+        .arg(1)
+        .query(&mut con)
+        .expect("tamper");
+    let o = cli(&[]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("conservation"), "{out}");
+    let o = cli(&["--repair"]);
+    assert_eq!(o.status.code(), Some(1), "repair must not invent stock");
+}

@@ -45,8 +45,13 @@ redis-stop:
 serve *ARGS: redis secret
     cargo run --release -p seckill-dataplane -- serve {{ARGS}}
 
+# The file demo buyers download.
+content:
+    @mkdir -p data/content
+    @[ -s data/content/midnight-sessions.zip ] || head -c 65536 /dev/urandom > data/content/midnight-sessions.zip
+
 # Start everything, open a sale, drive a burst of real purchases, show what happened.
-demo: redis secret
+demo: redis secret content
     #!/usr/bin/env bash
     set -euo pipefail
     cargo build --release -q
@@ -61,13 +66,28 @@ demo: redis secret
     $bin/seckill-dataplane campaign --redis {{redis_url}} arm "$id"
     $bin/seckill-dataplane campaign --redis {{redis_url}} start "$id"
     sleep 0.5
-    echo "== 8000 purchases from 5000 shoppers over 128 connections"
+    echo "== 8000 purchases from 5000 shoppers over 128 connections; 70% of buyers pay at once"
     $bin/seckill-sim burst --target http://127.0.0.1:8080 --redis {{redis_url}} --campaign "$id" \
-        --users 5000 --requests 8000 --concurrency 128
+        --users 5000 --requests 8000 --concurrency 128 --pay 0.7
     echo "== what the control plane shows"
     $bin/seckill-dataplane campaign --redis {{redis_url}} show "$id"
     echo "== what a shopper sees"
     curl -s "http://127.0.0.1:8080/api/campaigns/$id"; echo
+    echo "== a buyer's order, delivered"
+    token=$(curl -s -XPOST http://127.0.0.1:8080/api/session -d '{"user_id":"demo-buyer"}' | sed 's/.*"token":"\([^"]*\)".*/\1/')
+    $bin/seckill-dataplane campaign --redis {{redis_url}} create --file config/campaigns/demo.toml --id "$id-x" >/dev/null
+    $bin/seckill-dataplane campaign --redis {{redis_url}} arm "$id-x" >/dev/null
+    $bin/seckill-dataplane campaign --redis {{redis_url}} start "$id-x" >/dev/null
+    sleep 0.5
+    order=$(curl -s -XPOST "http://127.0.0.1:8080/api/campaigns/$id-x/purchase" -H "Authorization: Bearer $token" | sed 's/.*"order_id":"\([^"]*\)".*/\1/')
+    curl -s -XPOST "http://127.0.0.1:8080/api/orders/$order/pay" -H "Authorization: Bearer $token"; echo
+    sleep 0.5
+    curl -s "http://127.0.0.1:8080/api/orders/$order" -H "Authorization: Bearer $token"; echo
+    link=$(curl -s "http://127.0.0.1:8080/api/orders/$order" -H "Authorization: Bearer $token" | sed 's/.*"download_url":"\([^"]*\)".*/\1/')
+    curl -s -o /dev/null -w "download: HTTP %{http_code}, %{size_download} bytes\n" "http://127.0.0.1:8080$link"
+    echo "== reconciliation (Redis, streams, SQLite)"
+    sleep 1
+    $bin/seckill-dataplane reconcile "$id" --redis {{redis_url}} --db data/orders/main.sqlite
     echo "(data plane log: data/dataplane.log)"
 
 # Format check, lints, and every test (they start their own redis-server).

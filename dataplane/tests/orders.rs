@@ -393,3 +393,43 @@ fn reconciliation_finds_planted_faults_and_repairs_only_what_it_may() {
     let o = cli(&["--repair"]);
     assert_eq!(o.status.code(), Some(1), "repair must not invent stock");
 }
+
+#[test]
+fn codes_from_the_pool_go_to_one_order_each() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let codes_path = dir.path().join("codes.txt");
+    let codes: Vec<String> = (0..40).map(|i| format!("CODE-{i:04}")).collect();
+
+    // Fewer codes than units: arming is refused, naming the file.
+    std::fs::write(&codes_path, codes[..10].join("\n")).expect("codes");
+    let mut s = spec("keys", 30, 3, 1);
+    s.codes_file = Some(codes_path.display().to_string());
+    let mut con = redis.con();
+    control::create(&mut con, s.clone()).expect("create");
+    let err = control::arm(&mut con, "keys").expect_err("too few codes");
+    assert!(err.to_string().contains("codes_file"), "{err}");
+
+    std::fs::write(&codes_path, codes.join("\n")).expect("codes");
+    control::arm(&mut con, "keys").expect("arm");
+    control::act(&mut con, "keys", seckill_dataplane::campaign::Action::Start).expect("start");
+    let c = node.client();
+    wait_for("the sale", Duration::from_secs(5), || {
+        c.get("/api/campaigns/keys", None).1["state"] == "live"
+    });
+    let held = crowd(&node, "keys", 0..30, 6);
+    for (token, id) in &held {
+        assert_eq!(c.pay(id, token).0, 200);
+    }
+    let mut given = std::collections::HashSet::new();
+    for (token, id) in &held {
+        wait_for("delivery", Duration::from_secs(10), || order(&c, id, token)["status"] == "delivered");
+        let key = order(&c, id, token)["license_key"].as_str().expect("key").to_string();
+        assert!(codes.contains(&key), "{key} is not from the pool");
+        assert!(given.insert(key), "a code went to two orders");
+    }
+    assert_eq!(given.len(), 30);
+    let r = reconciled(&redis, "keys", &[node.db()]);
+    assert!(r.holds() && r.codes_reused.is_empty(), "{r}");
+}

@@ -28,6 +28,9 @@ pub struct BurstArgs {
     /// Concurrent connections.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
+    /// Fraction of buyers who pay for their hold right away (0 to 1).
+    #[arg(long, default_value_t = 0.0)]
+    pay: f64,
     /// Redis of the control plane, to check the ledger afterwards.
     #[arg(long, env = "SECKILL_REDIS", default_value = "redis://127.0.0.1:6390")]
     redis: String,
@@ -36,6 +39,9 @@ pub struct BurstArgs {
 pub fn run(a: &BurstArgs) -> anyhow::Result<ExitCode> {
     if a.users == 0 || a.concurrency == 0 {
         bail!("--users and --concurrency must be at least 1");
+    }
+    if !(0.0..=1.0).contains(&a.pay) {
+        bail!("--pay must be between 0 and 1");
     }
     let sent = Arc::new(AtomicUsize::new(0));
     let outcomes: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
@@ -114,6 +120,19 @@ fn worker(
             .set("Authorization", &format!("Bearer {token}"))
             .send_json(serde_json::json!({ "quantity": 1 }));
         let outcome = match res {
+            Ok(r) if (user % 1000) < (a.pay * 1000.0) as usize => {
+                let v: serde_json::Value = r.into_json()?;
+                let id = v["order_id"].as_str().context("no order id")?;
+                match agent
+                    .post(&format!("{}/api/orders/{id}/pay", a.target))
+                    .set("Authorization", &format!("Bearer {token}"))
+                    .call()
+                {
+                    Ok(_) => "held, paid".to_string(),
+                    Err(ureq::Error::Status(code, _)) => format!("held, pay answered {code}"),
+                    Err(e) => format!("held, pay failed: {}", e.kind()),
+                }
+            }
             Ok(_) => "held".to_string(),
             Err(ureq::Error::Status(code, r)) => {
                 let v: serde_json::Value = r.into_json().unwrap_or_default();

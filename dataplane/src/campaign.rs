@@ -302,6 +302,8 @@ impl Campaign {
             codes_file: h.get("codes_file").cloned(),
             content_file: h.get("content_file").cloned(),
         };
+        // A record outside the bounds an operator could create is not trusted.
+        spec.validate().ok()?;
         Some(Campaign {
             state: State::parse(h.get("state")?)?,
             starts_at_ms: ms("starts_at_ms"),

@@ -332,6 +332,33 @@ impl Config {
                 return Err(bad(field, "must be greater than 0"));
             }
         }
+        for (field, v, max) in [
+            ("http.header_timeout_ms", h.header_timeout_ms, 86_400_000),
+            ("http.idle_timeout_ms", h.idle_timeout_ms, 86_400_000),
+            ("http.shutdown_grace_ms", h.shutdown_grace_ms, 600_000),
+            (
+                "redis_client.connect_timeout_ms",
+                r.connect_timeout_ms,
+                10_000,
+            ),
+            (
+                "redis_client.command_timeout_ms",
+                r.command_timeout_ms,
+                60_000,
+            ),
+            ("redis_client.max_backoff_ms", r.max_backoff_ms, 60_000),
+            (
+                "redis_client.idempotency_ttl_s",
+                r.idempotency_ttl_s,
+                30 * 86_400,
+            ),
+            ("download_ttl_s", self.download_ttl_s, 365 * 86_400),
+            ("token_ttl_s", self.token_ttl_s, 365 * 86_400),
+        ] {
+            if v > max {
+                return Err(bad(field, format!("must be at most {max}")));
+            }
+        }
         if self.worker.name.is_empty()
             || !self
                 .worker

@@ -46,6 +46,8 @@ pub struct Shard {
     pub store: Store,
     campaigns: RefCell<HashMap<String, CampaignView>>,
     version: Cell<Option<i64>>,
+    /// When the campaigns were last read in full, whatever the version said.
+    reloaded: Cell<Option<std::time::Instant>>,
     wake: LocalSender<()>,
 }
 
@@ -81,6 +83,7 @@ impl Shard {
             settings,
             campaigns: RefCell::default(),
             version: Cell::new(None),
+            reloaded: Cell::new(None),
             wake,
         });
         glommio::spawn_local(sync_loop(shard.clone(), wake_rx)).detach();
@@ -123,7 +126,13 @@ impl Shard {
                 .await?,
         ))
         .unwrap_or(0);
-        if self.version.get() != Some(version) {
+        // A change whose announcement was lost (a writer that died half-way) is still
+        // picked up by a full reload every few seconds.
+        let stale = self
+            .reloaded
+            .get()
+            .is_none_or(|t| t.elapsed() > Duration::from_secs(5));
+        if self.version.get() != Some(version) || stale {
             let ids = items(
                 conn.query(redis::cmd("SMEMBERS").arg(keys::CAMPAIGNS))
                     .await?,
@@ -159,6 +168,7 @@ impl Shard {
                 }
             }
             self.version.set(Some(version));
+            self.reloaded.set(Some(std::time::Instant::now()));
         }
         let stocked: Vec<(String, u32)> = self
             .campaigns

@@ -228,3 +228,62 @@ fn sigterm_drains_and_exits_cleanly() {
     let status = node.terminate();
     assert!(status.success(), "exit status {status}");
 }
+
+#[test]
+fn keep_alive_connections_live_for_the_idle_timeout_not_the_header_timeout() {
+    let redis = Redis::start();
+    let node = Node::start_with(
+        &redis,
+        1,
+        "[http]\nheader_timeout_ms = 300\nidle_timeout_ms = 1500\n",
+    );
+    let mut s = TcpStream::connect(("127.0.0.1", node.port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let get = b"GET /api/time HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut buf = [0u8; 1024];
+    s.write_all(get).expect("write");
+    assert!(s.read(&mut buf).expect("first answer") > 0);
+    // Idle for longer than the header timeout, well within the idle timeout.
+    std::thread::sleep(Duration::from_millis(800));
+    s.write_all(get).expect("write");
+    let n = s
+        .read(&mut buf)
+        .expect("second answer on the same connection");
+    assert!(std::str::from_utf8(&buf[..n])
+        .unwrap_or("")
+        .starts_with("HTTP/1.1 200"));
+    // Past the idle timeout the server closes it.
+    std::thread::sleep(Duration::from_millis(1_800));
+    assert!(
+        matches!(s.read(&mut buf), Ok(0) | Err(_)),
+        "idle connection kept open"
+    );
+}
+
+#[test]
+fn a_body_that_trickles_in_gets_408() {
+    let redis = Redis::start();
+    let node = Node::start_with(&redis, 1, "[http]\nheader_timeout_ms = 400\n");
+    open_sale(&redis, &node, spec("s", 10, 1, 1));
+    let token = node.client().token("alice");
+    let mut s = TcpStream::connect(("127.0.0.1", node.port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let head = format!(
+        "POST /api/campaigns/s/purchase HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: 40\r\n\r\n{{"
+    );
+    s.write_all(head.as_bytes()).expect("write");
+    let started = std::time::Instant::now();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"error\":\"timeout\""), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    // Nothing was taken.
+    assert_eq!(
+        node.client().get("/api/campaigns/s", None).1["remaining"],
+        10
+    );
+}

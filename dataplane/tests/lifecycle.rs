@@ -30,7 +30,7 @@ fn a_sale_opens_at_its_start_and_closes_when_stopped_or_sold_out() {
 
     // Starts in two seconds: live, but 425 until then, with the instant to wait for.
     let starts_at_ms = seckill_dataplane::now_ms() + 2_000;
-    let mut s = spec("launch", 3, 2, 1);
+    let mut s = spec("launch", 4, 2, 1);
     s.starts_at = Some(format_instant_ms(starts_at_ms));
     control::create(&mut con, s).expect("create");
     assert_eq!(
@@ -57,12 +57,19 @@ fn a_sale_opens_at_its_start_and_closes_when_stopped_or_sold_out() {
     assert_eq!(body["status"], "held");
 
     // Paused and resumed, each seen by the node within a second.
+    let (code, first) = c.purchase("launch", &c.token("zoe"), Some("zoe-1"));
+    assert_eq!(code, 200, "{first}");
     control::act(&mut con, "launch", Action::Pause).expect("pause");
     let bob = c.token("bob");
     let t = seen_within(Duration::from_secs(1), || {
         c.purchase("launch", &bob, None).1["error"] == "paused"
     });
     eprintln!("pause seen after {t:?}");
+    // A retry of a request that got a unit gets that answer, paused or not.
+    assert_eq!(
+        c.purchase("launch", &c.token("zoe"), Some("zoe-1")),
+        (200, first)
+    );
     control::act(&mut con, "launch", Action::Resume).expect("resume");
     seen_within(Duration::from_secs(1), || {
         c.purchase("launch", &bob, None).0 == 200
@@ -92,7 +99,7 @@ fn a_sale_opens_at_its_start_and_closes_when_stopped_or_sold_out() {
     let camp = control::get(&mut con, "launch").expect("campaign");
     let l = ledger::check(&mut con, &camp).expect("ledger");
     assert!(l.holds(), "{l}");
-    assert_eq!((l.held, l.remaining), (3, 0));
+    assert_eq!((l.held, l.remaining), (4, 0));
 }
 
 #[test]

@@ -424,8 +424,13 @@ fn codes_from_the_pool_go_to_one_order_each() {
     }
     let mut given = std::collections::HashSet::new();
     for (token, id) in &held {
-        wait_for("delivery", Duration::from_secs(10), || order(&c, id, token)["status"] == "delivered");
-        let key = order(&c, id, token)["license_key"].as_str().expect("key").to_string();
+        wait_for("delivery", Duration::from_secs(10), || {
+            order(&c, id, token)["status"] == "delivered"
+        });
+        let key = order(&c, id, token)["license_key"]
+            .as_str()
+            .expect("key")
+            .to_string();
         assert!(codes.contains(&key), "{key} is not from the pool");
         assert!(given.insert(key), "a code went to two orders");
     }

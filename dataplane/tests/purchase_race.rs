@@ -72,11 +72,16 @@ fn a_skewed_crowd_gets_exactly_the_stock() {
                 // Each connection serves its own users, so one user's requests are ordered.
                 let mine: Vec<usize> = (t..USERS).step_by(CONNECTIONS).collect();
                 let mut last_key: HashMap<usize, (String, Option<String>)> = HashMap::new();
-                let mut log = Vec::new();
+                let mut log: Vec<Attempt> = Vec::new();
                 for n in 0..ATTEMPTS / CONNECTIONS {
-                    // Each user tries three times in a row: a second unit, then the limit.
-                    let user = mine[(n / 3) % mine.len()];
-                    let retry = n % 7 == 3 && last_key.contains_key(&user);
+                    // Each user tries five times in a row: units, retries, then the limit.
+                    let user = mine[(n / 5) % mine.len()];
+                    // A request that got a unit is always resent once, as a client that
+                    // lost the answer would; others now and then.
+                    let got_unit = log
+                        .last()
+                        .is_some_and(|a| a.status == 200 && a.retry_of.is_none());
+                    let retry = (got_unit || n % 7 == 3) && last_key.contains_key(&user);
                     let (key, retry_of) = if retry {
                         let (k, first) = last_key[&user].clone();
                         (k, Some(first))

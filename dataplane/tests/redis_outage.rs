@@ -86,3 +86,75 @@ fn a_node_started_before_redis_serves_once_redis_is_up() {
     open_sale(&redis, &node, spec("late", 5, 1, 1));
     assert_eq!(c.purchase("late", &t, None).0, 200);
 }
+
+/// Sends a signal to the test's redis-server (SIGSTOP: it stops answering but keeps its
+/// sockets open, as a hung or partitioned server does).
+fn signal(redis: &Redis, sig: &str) {
+    let out = std::process::Command::new("pkill")
+        .args([
+            &format!("-{sig}"),
+            "-f",
+            &format!("redis-server .*:{}", redis.port),
+        ])
+        .status()
+        .expect("pkill");
+    assert!(out.success(), "no redis-server on port {}", redis.port);
+}
+
+#[test]
+fn a_redis_that_stops_answering_is_dropped_and_late_commands_are_not_sent() {
+    let redis = Redis::start();
+    let node = Node::start_with(&redis, 1, "[redis_client]\ncommand_timeout_ms = 200\n");
+    open_sale(&redis, &node, spec("hang", 500, 2, 1));
+    let c = node.client();
+    let tokens: Vec<String> = (0..40).map(|i| c.token(&format!("u{i}"))).collect();
+    for t in &tokens[..5] {
+        assert_eq!(c.purchase("hang", t, None).0, 200);
+    }
+    signal(&redis, "STOP");
+    // Requests written before the node dropped the hung connection wait for it; once it
+    // is dropped, requests fail at once and are never written.
+    let mut waited = 0;
+    for t in &tokens[5..25] {
+        let start = Instant::now();
+        let (code, body) = c.purchase("hang", t, None);
+        assert_eq!(
+            (code, body["error"].as_str()),
+            (503, Some("unavailable")),
+            "{body}"
+        );
+        if start.elapsed() > Duration::from_millis(2) {
+            waited += 1;
+        }
+    }
+    signal(&redis, "CONT");
+    eprintln!("{waited} of 20 purchases waited on the hung connection; the rest failed at once");
+    assert!(
+        waited <= 5,
+        "the hung connection was not dropped: {waited} waited"
+    );
+    let back = Instant::now();
+    let mut acknowledged = 5;
+    for t in &tokens[25..] {
+        loop {
+            let (code, _) = c.purchase("hang", t, None);
+            if code == 200 {
+                acknowledged += 1;
+                break;
+            }
+            assert!(back.elapsed() < Duration::from_secs(5), "no recovery");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let mut con = redis.con();
+    let camp = control::get(&mut con, "hang").expect("campaign");
+    let l = ledger::check(&mut con, &camp).expect("ledger");
+    assert!(l.holds(), "{l}");
+    // Only commands written before the connection was dropped may have run after Redis
+    // resumed (their callers were told "unavailable": outcome unknown).
+    assert!(
+        l.held >= acknowledged && l.held <= acknowledged + waited,
+        "held {} with {acknowledged} acknowledged and {waited} possibly written",
+        l.held
+    );
+}

@@ -1,42 +1,122 @@
 //! The bridge from glommio's socket to hyper, written once: glommio's `TcpStream` speaks
 //! `futures::io`, `tokio_util::compat` turns it into `tokio::io`, and hyper-util's
-//! `TokioIo` into hyper's traits, all without `unsafe`. On the way it enforces the
-//! connection's clocks: an idle keep-alive connection is closed after the idle timeout,
-//! and a request head must arrive within the header timeout of its first byte, so a
-//! client that trickles bytes (slow loris) holds its connection no longer than that.
+//! `TokioIo` into hyper's traits, all without `unsafe`.
+//!
+//! On the way it keeps the connection's clock. Between requests the connection may be
+//! idle for the idle timeout; once a request's first byte arrives, its head must be
+//! complete within the header timeout (so a client that trickles bytes holds the
+//! connection no longer than that); while a request is being handled no read deadline
+//! runs (the handler bounds its own work). The service marks the start of handling
+//! through [`Clock::handling`]; writing the response starts the idle time.
 
 use glommio::net::TcpStream;
+use glommio::timer::Timer;
+use std::cell::Cell;
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::compat::{Compat, FuturesAsyncReadCompatExt};
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for a request.
+    Idle,
+    /// A request's head is arriving.
+    Head,
+    /// A request is being handled.
+    Handling,
+}
+
+/// Where a connection is in its request cycle, shared by the stream and the service.
+#[derive(Debug)]
+pub struct Clock {
+    phase: Cell<Phase>,
+    since: Cell<Instant>,
+}
+
+impl Clock {
+    fn new() -> Rc<Self> {
+        Rc::new(Clock {
+            phase: Cell::new(Phase::Idle),
+            since: Cell::new(Instant::now()),
+        })
+    }
+
+    fn set(&self, phase: Phase) {
+        self.phase.set(phase);
+        self.since.set(Instant::now());
+    }
+
+    /// The request's head is parsed; its handler runs now.
+    pub fn handling(&self) {
+        self.set(Phase::Handling);
+    }
+}
+
 pub struct TimedStream {
     inner: Compat<TcpStream>,
+    clock: Rc<Clock>,
     header_timeout: Duration,
     idle_timeout: Duration,
-    /// When the first byte of the request being read arrived; cleared by the response.
-    request_started: Option<Instant>,
+    timer: Option<(Instant, Pin<Box<Timer>>)>,
 }
 
 impl TimedStream {
-    pub fn new(stream: TcpStream, header_timeout: Duration, idle_timeout: Duration) -> Self {
-        // Errors here only mean "no timeout": glommio refuses a zero duration, which
-        // configuration validation already excludes.
-        let _ = stream.set_read_timeout(Some(idle_timeout));
+    pub fn new(
+        stream: TcpStream,
+        header_timeout: Duration,
+        idle_timeout: Duration,
+    ) -> (Self, Rc<Clock>) {
+        // A client that stops reading its responses is dropped after the idle timeout.
+        // glommio refuses only a zero duration, which configuration validation excludes.
         let _ = stream.set_write_timeout(Some(idle_timeout));
-        TimedStream {
+        let clock = Clock::new();
+        let s = TimedStream {
             inner: stream.compat(),
+            clock: clock.clone(),
             header_timeout,
             idle_timeout,
-            request_started: None,
+            timer: None,
+        };
+        (s, clock)
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        let since = self.clock.since.get();
+        match self.clock.phase.get() {
+            Phase::Idle => Some(since + self.idle_timeout),
+            Phase::Head => Some(since + self.header_timeout),
+            Phase::Handling => None,
         }
     }
 
-    fn set_read_timeout(&self, d: Duration) {
-        let _ = self.inner.get_ref().set_read_timeout(Some(d));
+    /// Arms the timer for the current deadline; `Ready` once it has passed.
+    fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(deadline) = self.deadline() else {
+            return Poll::Pending;
+        };
+        let now = Instant::now();
+        if now >= deadline {
+            return Poll::Ready(());
+        }
+        match &mut self.timer {
+            Some((at, t)) if *at == deadline => t.as_mut().poll(cx).map(|_| ()),
+            Some((at, t)) => {
+                t.reset(deadline - now);
+                *at = deadline;
+                t.as_mut().poll(cx).map(|_| ())
+            }
+            None => {
+                let mut t = Box::pin(Timer::new(deadline - now));
+                let r = t.as_mut().poll(cx);
+                self.timer = Some((deadline, t));
+                r.map(|_| ())
+            }
+        }
     }
 }
 
@@ -46,24 +126,34 @@ impl AsyncRead for TimedStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        if let Some(started) = self.request_started {
-            if started.elapsed() > self.header_timeout {
-                return Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "request head not received in time",
-                )));
-            }
-        }
         let before = buf.filled().len();
-        let res = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = res {
-            if buf.filled().len() > before && self.request_started.is_none() {
-                self.request_started = Some(Instant::now());
-                let t = self.header_timeout;
-                self.set_read_timeout(t);
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before && self.clock.phase.get() == Phase::Idle {
+                    self.clock.set(Phase::Head);
+                }
+                Poll::Ready(Ok(()))
             }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => match self.poll_deadline(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    match self.clock.phase.get() {
+                        Phase::Head => "request head not received in time",
+                        _ => "connection idle",
+                    },
+                ))),
+                Poll::Pending => Poll::Pending,
+            },
         }
-        res
+    }
+}
+
+impl TimedStream {
+    fn responding(&self) {
+        if self.clock.phase.get() == Phase::Handling {
+            self.clock.set(Phase::Idle);
+        }
     }
 }
 
@@ -73,10 +163,7 @@ impl AsyncWrite for TimedStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        if self.request_started.take().is_some() {
-            let t = self.idle_timeout;
-            self.set_read_timeout(t);
-        }
+        self.responding();
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
@@ -85,10 +172,7 @@ impl AsyncWrite for TimedStream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        if self.request_started.take().is_some() {
-            let t = self.idle_timeout;
-            self.set_read_timeout(t);
-        }
+        self.responding();
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
 

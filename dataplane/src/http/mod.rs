@@ -34,13 +34,15 @@ pub async fn serve_connection(
 ) {
     let h = &shard.settings.http;
     let _ = stream.set_nodelay(true);
-    let io = TokioIo::new(io::TimedStream::new(
+    let (stream, clock) = io::TimedStream::new(
         stream,
         Duration::from_millis(h.header_timeout_ms),
         Duration::from_millis(h.idle_timeout_ms),
-    ));
+    );
+    let io = TokioIo::new(stream);
     let svc_shard = shard.clone();
     let svc = service_fn(move |req| {
+        clock.handling();
         let shard = svc_shard.clone();
         async move { Ok::<_, Infallible>(route(&shard, req).await) }
     });
@@ -113,15 +115,20 @@ fn authenticate(shard: &Shard, req: &Request<Incoming>) -> Result<String, ApiErr
     })
 }
 
-/// Reads a bounded JSON body; an empty body reads as `{}`.
+/// Reads a bounded JSON body, within the header timeout; an empty body reads as `{}`.
 async fn read_json<T: DeserializeOwned>(
     shard: &Shard,
     req: Request<Incoming>,
 ) -> Result<T, ApiError> {
     let limit = shard.settings.http.max_body_bytes;
-    let body = Limited::new(req.into_body(), limit)
-        .collect()
-        .await
+    let deadline =
+        glommio::timer::Timer::new(Duration::from_millis(shard.settings.http.header_timeout_ms));
+    let collect = Limited::new(req.into_body(), limit).collect();
+    let body = match select(pin!(collect), pin!(deadline)).await {
+        Either::Left((r, _)) => r,
+        Either::Right(_) => return Err(ApiError::Timeout),
+    };
+    let body = body
         .map_err(|e| {
             if e.is::<http_body_util::LengthLimitError>() {
                 ApiError::PayloadTooLarge

@@ -26,6 +26,8 @@ pub fn ok<T: Serialize>(body: &T) -> Reply {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiError {
     BadRequest(String),
+    /// The request body did not arrive in time.
+    Timeout,
     PayloadTooLarge,
     Unauthenticated(&'static str),
     NotFound,
@@ -58,6 +60,7 @@ impl ApiError {
         match self {
             BadRequest(_) => StatusCode::BAD_REQUEST,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Timeout => StatusCode::REQUEST_TIMEOUT,
             Unauthenticated(_) => StatusCode::UNAUTHORIZED,
             NotFound | UnknownCampaign => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -74,6 +77,7 @@ impl ApiError {
         match self {
             BadRequest(_) => "bad_request",
             PayloadTooLarge => "payload_too_large",
+            Timeout => "timeout",
             Unauthenticated(_) => "unauthenticated",
             NotFound => "not_found",
             UnknownCampaign => "unknown_campaign",
@@ -97,6 +101,7 @@ impl ApiError {
         match self {
             BadRequest(m) => m.clone(),
             PayloadTooLarge => "request body too large".into(),
+            Timeout => "the request body did not arrive in time".into(),
             Unauthenticated(m) => (*m).into(),
             NotFound => "no such resource".into(),
             UnknownCampaign => "no such campaign".into(),

@@ -3,6 +3,13 @@
 //! one writer and answered in order by one reader; the `redis` crate encodes commands
 //! and parses replies. While the link is down every request fails at once, and a
 //! supervisor reconnects with backoff.
+//!
+//! A request whose caller gave up (timed out) before it was written is never sent. A
+//! Redis that stops answering without closing the socket (stopped, partitioned) is
+//! detected by the age of the oldest unanswered command: the link is dropped, everything
+//! queued fails at once, and the supervisor reconnects. A command already written when
+//! its caller timed out may still run: the caller's answer is "unavailable", which means
+//! the outcome is unknown (purchases retried with an `Idempotency-Key` get it back).
 
 use futures::channel::{mpsc, oneshot};
 use futures::future::{select, Either};
@@ -39,11 +46,21 @@ pub(crate) type Decoder = combine::stream::Decoder<
     combine::stream::PointerOffset<[u8]>,
 >;
 
-/// The live half of a connection: where to queue bytes and whom to answer.
-struct Link {
-    out: mpsc::UnboundedSender<Vec<u8>>,
-    waiting: Rc<RefCell<VecDeque<oneshot::Sender<Value>>>>,
+/// A command on its way to Redis, and where its reply goes.
+struct Request {
+    bytes: Vec<u8>,
+    reply: oneshot::Sender<Value>,
 }
+
+/// The live half of a connection: where to queue requests, and how many are queued or
+/// in flight.
+struct Link {
+    out: mpsc::UnboundedSender<Request>,
+    load: Rc<Cell<usize>>,
+}
+
+/// Requests one connection holds at most, queued or in flight; more fail at once.
+const MAX_IN_FLIGHT: usize = 65_536;
 
 struct Inner {
     target: RedisTarget,
@@ -99,11 +116,15 @@ impl RedisConn {
             let Some(link) = link.as_ref() else {
                 return Err(StoreError::Unavailable);
             };
-            let (tx, rx) = oneshot::channel();
-            if link.out.unbounded_send(cmd.get_packed_command()).is_err() {
+            if link.load.get() >= MAX_IN_FLIGHT {
                 return Err(StoreError::Unavailable);
             }
-            link.waiting.borrow_mut().push_back(tx);
+            let (reply, rx) = oneshot::channel();
+            let bytes = cmd.get_packed_command();
+            if link.out.unbounded_send(Request { bytes, reply }).is_err() {
+                return Err(StoreError::Unavailable);
+            }
+            link.load.set(link.load.get() + 1);
             rx
         };
         let timeout = Timer::new(Duration::from_millis(self.inner.cfg.command_timeout_ms));
@@ -127,6 +148,7 @@ async fn supervise(inner: Rc<Inner>) {
     let mut last_warning: Option<Instant> = None;
     while !inner.closed.get() {
         match connect(&inner.target, &inner.cfg, &inner.on_connect).await {
+            Ok(_) if inner.closed.get() => return,
             Ok((stream, decoder)) => {
                 backoff = min;
                 inner.connects.set(inner.connects.get() + 1);
@@ -204,23 +226,35 @@ pub(crate) async fn connect(
     Ok((stream, decoder))
 }
 
-/// Serves one established connection until it fails or the handle is closed.
+/// Serves one established connection until it fails, Redis stops answering, or the
+/// handle is closed.
 async fn run_link(inner: &Rc<Inner>, stream: TcpStream, mut decoder: Decoder) {
     let (read_half, mut write_half) = stream.split();
-    let (out, mut rx) = mpsc::unbounded::<Vec<u8>>();
-    let waiting: Rc<RefCell<VecDeque<oneshot::Sender<Value>>>> = Rc::default();
+    let (out, mut rx) = mpsc::unbounded::<Request>();
+    let load: Rc<Cell<usize>> = Rc::default();
     *inner.link.borrow_mut() = Some(Link {
         out,
-        waiting: waiting.clone(),
+        load: load.clone(),
     });
+    let timeout = Duration::from_millis(inner.cfg.command_timeout_ms);
+    // Replies owed by Redis, oldest first, with when their command was written.
+    let waiting: RefCell<VecDeque<(Instant, oneshot::Sender<Value>)>> = RefCell::default();
 
     let writer = async {
         let mut batch = Vec::with_capacity(16 * 1024);
         while let Some(first) = rx.next().await {
-            batch.extend_from_slice(&first);
+            let mut next = Some(first);
             // Everything queued while the last batch was in flight goes out together.
-            while let Ok(more) = rx.try_recv() {
-                batch.extend_from_slice(&more);
+            while let Some(req) = next.take().or_else(|| rx.try_recv().ok()) {
+                if req.reply.is_canceled() {
+                    load.set(load.get().saturating_sub(1));
+                    continue;
+                }
+                batch.extend_from_slice(&req.bytes);
+                waiting.borrow_mut().push_back((Instant::now(), req.reply));
+            }
+            if batch.is_empty() {
+                continue;
             }
             if let Err(e) = write_half.write_all(&batch).await {
                 tracing::debug!(error = %e, "redis write failed");
@@ -239,16 +273,28 @@ async fn run_link(inner: &Rc<Inner>, stream: TcpStream, mut decoder: Decoder) {
                     return;
                 }
             };
-            let Some(tx) = waiting.borrow_mut().pop_front() else {
+            let Some((_, tx)) = waiting.borrow_mut().pop_front() else {
                 tracing::error!("redis sent a reply nobody asked for; dropping the connection");
                 return;
             };
+            load.set(load.get().saturating_sub(1));
             // The asker may have timed out and gone; the reply is simply dropped.
             let _ = tx.send(value);
         }
     };
-    select(pin!(writer), pin!(reader)).await;
-    // Dropping the link fails every waiting request at once (their senders are dropped).
+    let watchdog = async {
+        let tick = (timeout / 4).max(Duration::from_millis(5));
+        loop {
+            Timer::new(tick).await;
+            let oldest = waiting.borrow().front().map(|(t, _)| t.elapsed());
+            if oldest.is_some_and(|age| age > timeout) {
+                tracing::warn!(host = %inner.target.host, port = inner.target.port, "redis stopped answering; dropping the connection");
+                return;
+            }
+        }
+    };
+    select(pin!(writer), select(pin!(reader), pin!(watchdog))).await;
+    // Dropping the link fails every queued and waiting request at once.
     inner.link.borrow_mut().take();
     waiting.borrow_mut().clear();
 }

@@ -50,6 +50,34 @@ enum Attempt {
 }
 
 impl Store {
+    /// The first answer to an earlier request with this `Idempotency-Key`, if there was
+    /// one: (order id, payment deadline).
+    pub async fn first_answer(
+        &self,
+        campaign: &str,
+        partitions: u32,
+        user: &str,
+        key: &str,
+    ) -> Result<Option<(String, i64)>, StoreError> {
+        let keys = PartitionKeys::new(campaign, partition_of(user, partitions));
+        let first = self
+            .conn
+            .query(redis::cmd("GET").arg(keys.idempotency(user, key)))
+            .await?;
+        let Some(order_id) = text(Some(&first)) else {
+            return Ok(None);
+        };
+        let pay_by = self
+            .conn
+            .query(
+                redis::cmd("HGET")
+                    .arg(keys.order(&order_id))
+                    .arg("pay_by_ms"),
+            )
+            .await?;
+        Ok(Some((order_id, int(Some(&pay_by)).unwrap_or(0))))
+    }
+
     pub async fn purchase(&self, req: PurchaseRequest<'_>) -> Result<Purchase, StoreError> {
         let p = partition_of(req.user, req.partitions);
         let keys = PartitionKeys::new(req.campaign, p);

@@ -163,24 +163,24 @@ impl Store {
         target: u32,
         qty: u32,
     ) -> Result<Refill, StoreError> {
-        let outs: Vec<Out> = join_all(
+        let results = join_all(
             (0..partitions)
                 .filter(|q| *q != target)
                 .map(|q| self.transfer_out(campaign, q, target, qty)),
         )
-        .await
-        .into_iter()
-        .collect::<Result<_, _>>()?;
-        let moved: Vec<&Out> = outs.iter().filter(|o| o.moved > 0).collect();
-        if !moved.is_empty() {
-            join_all(
-                moved
-                    .iter()
-                    .map(|o| self.finish_transfer(campaign, o.source, target, &o.id, o.moved)),
-            )
-            .await
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()?;
+        .await;
+        // Finish every transfer that took units before reporting any failure, so none
+        // waits in transit for the rebalancer.
+        let moved: Vec<&Out> = results.iter().flatten().filter(|o| o.moved > 0).collect();
+        let finished = join_all(
+            moved
+                .iter()
+                .map(|o| self.finish_transfer(campaign, o.source, target, &o.id, o.moved)),
+        )
+        .await;
+        let outs: Vec<Out> = results.into_iter().collect::<Result<_, _>>()?;
+        finished.into_iter().collect::<Result<Vec<_>, _>>()?;
+        if outs.iter().any(|o| o.moved > 0) {
             return Ok(Refill::Moved);
         }
         let own = self.probe(campaign, target).await?;

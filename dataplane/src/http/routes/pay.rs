@@ -14,7 +14,7 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
     let user = authenticate(shard, &req)?;
     let order = OrderId::parse(id).ok_or(ApiError::NotFound)?;
     let paid = shard.store.pay(&order, id, &user).await.map_err(|e| {
-        tracing::warn!(order = id, error = %e, "payment failed in redis");
+        tracing::debug!(order = id, error = %e, "payment failed in redis");
         ApiError::Unavailable
     })?;
     match paid {

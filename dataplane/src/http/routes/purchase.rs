@@ -42,41 +42,61 @@ fn idempotency_key(req: &Request<Incoming>) -> Result<Option<String>, ApiError> 
         })
 }
 
+fn held(order_id: &str, pay_by_ms: i64) -> Reply {
+    ok(&serde_json::json!({
+        "order_id": order_id,
+        "status": "held",
+        "pay_by_ms": pay_by_ms,
+    }))
+}
+
 pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let user = authenticate(shard, &req)?;
     let idem = idempotency_key(&req)?;
     let body: Body = read_json(shard, req).await?;
 
-    let (partitions, limit) = shard
-        .with_campaign(id, |v| -> Result<_, ApiError> {
+    // The shard's own verdict, taken before any Redis call.
+    let (partitions, limit, refusal) = shard
+        .with_campaign(id, |v| {
             let c = &v.campaign;
             let now = crate::now_ms();
-            match c.state {
-                State::Draft | State::Arming => return Err(ApiError::UnknownCampaign),
-                State::Armed => {
-                    return Err(ApiError::NotStarted {
+            let refusal = match c.state {
+                State::Draft | State::Arming => Some(ApiError::UnknownCampaign),
+                State::Armed => Some(ApiError::NotStarted {
+                    starts_at_ms: c.starts_at_ms,
+                }),
+                State::Paused => Some(ApiError::Paused),
+                State::Ended => Some(ApiError::Ended),
+                State::Live if c.starts_at_ms.is_some_and(|s| now < s) => {
+                    Some(ApiError::NotStarted {
                         starts_at_ms: c.starts_at_ms,
                     })
                 }
-                State::Paused => return Err(ApiError::Paused),
-                State::Ended => return Err(ApiError::Ended),
-                State::Live => {}
-            }
-            if c.starts_at_ms.is_some_and(|s| now < s) {
-                return Err(ApiError::NotStarted {
-                    starts_at_ms: c.starts_at_ms,
-                });
-            }
-            if c.ends_at_ms.is_some_and(|e| now >= e) {
-                return Err(ApiError::Ended);
-            }
-            // A retried request must get its first answer, so it goes to Redis even now.
-            if v.sold_out && idem.is_none() {
-                return Err(ApiError::SoldOut);
-            }
-            Ok((c.spec.partitions, c.spec.per_user_limit))
+                State::Live if c.ends_at_ms.is_some_and(|e| now >= e) => Some(ApiError::Ended),
+                State::Live if v.sold_out => Some(ApiError::SoldOut),
+                State::Live => None,
+            };
+            (c.spec.partitions, c.spec.per_user_limit, refusal)
         })
-        .ok_or(ApiError::UnknownCampaign)??;
+        .ok_or(ApiError::UnknownCampaign)?;
+
+    // A retry gets its first answer whatever happened since (sold out, paused, ended).
+    if let Some(key) = idem.as_deref() {
+        let first = shard
+            .store
+            .first_answer(id, partitions, &user, key)
+            .await
+            .map_err(|e| {
+                tracing::debug!(campaign = id, error = %e, "idempotency lookup failed in redis");
+                ApiError::Unavailable
+            })?;
+        if let Some((order_id, pay_by_ms)) = first {
+            return Ok(held(&order_id, pay_by_ms));
+        }
+    }
+    if let Some(refusal) = refusal {
+        return Err(refusal);
+    }
 
     if body.quantity < 1 || body.quantity > i64::from(limit) {
         return Err(ApiError::BadRequest(format!(
@@ -94,18 +114,14 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
         })
         .await
         .map_err(|e| {
-            tracing::warn!(campaign = id, error = %e, "purchase failed in redis");
+            tracing::debug!(campaign = id, error = %e, "purchase failed in redis");
             ApiError::Unavailable
         })?;
     match outcome {
         Purchase::Held {
             order_id,
             pay_by_ms,
-        } => Ok(ok(&serde_json::json!({
-            "order_id": order_id,
-            "status": "held",
-            "pay_by_ms": pay_by_ms,
-        }))),
+        } => Ok(held(&order_id, pay_by_ms)),
         Purchase::SoldOut => {
             shard.mark_sold_out(id);
             Err(ApiError::SoldOut)

@@ -103,3 +103,7 @@ fmt:
 # Requests that end on the shard vs nginx `return 200`, same wrk settings, alternating.
 bench-http SHARDS="1" ROUNDS="3" SECONDS="5":
     bench/http-ceiling.sh {{SHARDS}} {{ROUNDS}} {{SECONDS}}
+
+# Order pipeline: worker throughput into SQLite and pay-to-delivered latency in a surge.
+bench-orders ORDERS="20000":
+    bench/orders.sh {{ORDERS}}

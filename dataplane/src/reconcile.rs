@@ -173,7 +173,17 @@ fn stream_state(
         for g in groups {
             if crate::store::text(g.get("name")).as_deref() == Some(keys::WORKER_GROUP) {
                 s.pending += crate::store::int(g.get("pending")).unwrap_or(0) as u64;
-                s.lag += crate::store::int(g.get("lag")).unwrap_or(0) as u64;
+                s.lag += match g.get("lag") {
+                    Some(redis::Value::Int(n)) => *n as u64,
+                    // Redis cannot always count the lag; then compare the group's last
+                    // delivered entry with the stream's last one.
+                    _ => {
+                        let info: HashMap<String, redis::Value> =
+                            redis::cmd("XINFO").arg("STREAM").arg(&key).query(con)?;
+                        let last = crate::store::text(info.get("last-generated-id"));
+                        u64::from(crate::store::text(g.get("last-delivered-id")) != last)
+                    }
+                };
             }
         }
         let entries: redis::streams::StreamRangeReply = con.xrange_all(&key)?;

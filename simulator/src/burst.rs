@@ -92,10 +92,14 @@ fn worker(
         .build();
     let mut tokens: BTreeMap<usize, String> = BTreeMap::new();
     let mut local: BTreeMap<String, usize> = BTreeMap::new();
-    let mut n = w;
-    while sent.fetch_add(1, Ordering::Relaxed) < a.requests {
+    let _ = w;
+    loop {
+        let n = sent.fetch_add(1, Ordering::Relaxed);
+        if n >= a.requests {
+            break;
+        }
+        // Request n is made by user n mod users: each user once before any user twice.
         let user = n % a.users;
-        n += a.concurrency;
         let token = match tokens.get(&user) {
             Some(t) => t.clone(),
             None => {

@@ -6,7 +6,6 @@
 
 use hdrhistogram::Histogram;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadOptions, StreamReadReply};
-use redis::Commands;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -71,7 +70,11 @@ pub struct Worker {
 
 impl Worker {
     pub fn open(opts: WorkerOptions) -> Result<Worker, WorkerError> {
-        let con = control::connect(&opts.redis_url)?;
+        let mut con = control::connect(&opts.redis_url)?;
+        // Deliveries are pipelined by hash (EVALSHA): load the scripts on every connection.
+        for s in [&*scripts::BIND_CODE, &*scripts::DELIVER] {
+            let _: String = s.prepare_invoke().load(&mut con)?;
+        }
         let db = OrderDb::open(&opts.db)?;
         Ok(Worker {
             opts,
@@ -128,6 +131,7 @@ impl Worker {
         let opts = StreamReadOptions::default()
             .group(keys::WORKER_GROUP, &self.opts.name)
             .count(self.opts.batch);
+        let mut reads = redis::pipe();
         for (i, s) in self.streams.iter_mut().enumerate() {
             if s.last_claim
                 .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
@@ -144,9 +148,14 @@ impl Worker {
                     .query(&mut self.con)?;
                 entries.extend(claimed.claimed.into_iter().map(|e| (i, e)));
             }
-            let read: StreamReadReply = self.con.xread_options(&[&s.key], &[">"], &opts)?;
-            for k in read.keys {
-                entries.extend(k.ids.into_iter().map(|e| (i, e)));
+            reads.xread_options(&[&s.key], &[">"], &opts);
+        }
+        if !self.streams.is_empty() {
+            let replies: Vec<Option<StreamReadReply>> = reads.query(&mut self.con)?;
+            for (i, read) in replies.into_iter().enumerate() {
+                for k in read.map(|r| r.keys).unwrap_or_default() {
+                    entries.extend(k.ids.into_iter().map(|e| (i, e)));
+                }
             }
         }
         if entries.is_empty() {
@@ -163,69 +172,101 @@ impl Worker {
             })
             .collect();
         self.db.apply(&events)?;
-        for e in events.iter().filter(|e| e.kind == Kind::Paid) {
-            self.deliver(e)?;
-        }
+        let paid: Vec<&Event> = events.iter().filter(|e| e.kind == Kind::Paid).collect();
+        self.deliver(&paid)?;
         let mut acks: HashMap<usize, Vec<&str>> = HashMap::new();
         for (i, e) in &entries {
             acks.entry(*i).or_default().push(&e.id);
         }
+        let mut pipe = redis::pipe();
         for (i, ids) in acks {
-            let _: i64 = self
-                .con
-                .xack(&self.streams[i].key, keys::WORKER_GROUP, &ids)?;
+            pipe.xack(&self.streams[i].key, keys::WORKER_GROUP, &ids)
+                .ignore();
         }
+        let _: () = pipe.query(&mut self.con)?;
         self.stats.events += entries.len() as u64;
         Ok(entries.len())
     }
 
-    /// Binds a licence key to a paid order and marks it delivered, once: a replayed
-    /// `paid` event finds the same code bound and the order already delivered.
-    fn deliver(&mut self, e: &Event) -> Result<(), WorkerError> {
-        let license = if self.pooled.contains(&e.campaign) {
-            let k = CodeKeys::new(&e.campaign);
-            let code: Option<String> = scripts::BIND_CODE
-                .key(k.pool())
-                .key(k.bound())
-                .arg(&e.order_id)
-                .invoke(&mut self.con)?;
-            match code {
-                Some(c) => c,
-                None => {
-                    tracing::error!(campaign = %e.campaign, order = %e.order_id, "code pool exhausted; order left undelivered");
-                    return Ok(());
-                }
-            }
-        } else {
-            derive_license(&self.opts.secret, &e.order_id)
-        };
-        let Some(oid) = OrderId::parse(&e.order_id) else {
-            return Ok(());
-        };
-        let k = PartitionKeys::new(oid.campaign, oid.partition);
-        let v: Vec<redis::Value> = scripts::DELIVER
-            .key(k.order(&e.order_id))
-            .key(k.events())
-            .arg(&e.order_id)
-            .arg(&license)
-            .invoke(&mut self.con)?;
-        let status = text(v.first()).unwrap_or_default();
-        if status != "delivered" {
-            // Cannot happen after a `paid` event: a paid order only moves to delivered.
-            tracing::warn!(order = %e.order_id, status, "paid event for an order that is not paid");
+    /// Binds a licence key to each paid order and marks it delivered, once: a replayed
+    /// `paid` event finds the same code bound and the order already delivered. Each step
+    /// is one pipelined round trip for the whole batch.
+    fn deliver(&mut self, paid: &[&Event]) -> Result<(), WorkerError> {
+        if paid.is_empty() {
             return Ok(());
         }
-        let (paid_ms, delivered_ms, first) = (
-            int(v.get(2)).unwrap_or(0),
-            int(v.get(3)).unwrap_or(0),
-            int(v.get(4)).unwrap_or(0),
-        );
-        if first == 1 {
-            self.stats.delivered += 1;
-            let _ = self
-                .stats
-                .pay_to_delivered_ms
-                .record((delivered_ms - paid_ms).max(1) as u64);
+        let mut binds = redis::pipe();
+        let pooled: Vec<&&Event> = paid
+            .iter()
+            .filter(|e| self.pooled.contains(&e.campaign))
+            .collect();
+        for e in &pooled {
+            let k = CodeKeys::new(&e.campaign);
+            binds
+                .cmd("EVALSHA")
+                .arg(scripts::BIND_CODE.get_hash())
+                .arg(2)
+                .arg(k.pool())
+                .arg(k.bound())
+                .arg(&e.order_id);
+        }
+        let codes: Vec<Option<String>> = if pooled.is_empty() {
+            Vec::new()
+        } else {
+            binds.query(&mut self.con)?
+        };
+        let codes: HashMap<&str, Option<String>> = pooled
+            .iter()
+            .map(|e| e.order_id.as_str())
+            .zip(codes)
+            .collect();
+        let mut delivers = redis::pipe();
+        let mut sent = 0;
+        for e in paid {
+            let license = match codes.get(e.order_id.as_str()) {
+                Some(Some(code)) => code.clone(),
+                Some(None) => {
+                    tracing::error!(campaign = %e.campaign, order = %e.order_id, "code pool exhausted; order left undelivered");
+                    continue;
+                }
+                None => derive_license(&self.opts.secret, &e.order_id),
+            };
+            let Some(oid) = OrderId::parse(&e.order_id) else {
+                continue;
+            };
+            let k = PartitionKeys::new(oid.campaign, oid.partition);
+            delivers
+                .cmd("EVALSHA")
+                .arg(scripts::DELIVER.get_hash())
+                .arg(2)
+                .arg(k.order(&e.order_id))
+                .arg(k.events())
+                .arg(&e.order_id)
+                .arg(&license);
+            sent += 1;
+        }
+        if sent == 0 {
+            return Ok(());
+        }
+        let replies: Vec<Vec<redis::Value>> = delivers.query(&mut self.con)?;
+        for v in replies {
+            if text(v.first()).as_deref() != Some("delivered") {
+                // Cannot happen after a `paid` event: a paid order only moves on to delivered.
+                tracing::warn!(reply = ?v, "paid event for an order that is not paid");
+                continue;
+            }
+            let (paid_ms, delivered_ms, first) = (
+                int(v.get(2)).unwrap_or(0),
+                int(v.get(3)).unwrap_or(0),
+                int(v.get(4)).unwrap_or(0),
+            );
+            if first == 1 {
+                self.stats.delivered += 1;
+                let _ = self
+                    .stats
+                    .pay_to_delivered_ms
+                    .record((delivered_ms - paid_ms).max(1) as u64);
+            }
         }
         Ok(())
     }
@@ -269,16 +310,26 @@ pub fn run(opts: WorkerOptions, stop: &AtomicBool) {
         }
         if last_report.elapsed() >= Duration::from_secs(10) {
             if let Some(w) = &worker {
-                let h = &w.stats.pay_to_delivered_ms;
-                tracing::info!(
-                    events = w.stats.events,
-                    delivered = w.stats.delivered,
-                    pay_to_delivered_p50_ms = h.value_at_quantile(0.5),
-                    pay_to_delivered_p99_ms = h.value_at_quantile(0.99),
-                    "order worker"
-                );
+                w.report("order worker");
             }
             last_report = Instant::now();
         }
+    }
+    if let Some(w) = &worker {
+        w.report("order worker stopped");
+    }
+}
+
+impl Worker {
+    fn report(&self, what: &str) {
+        let h = &self.stats.pay_to_delivered_ms;
+        tracing::info!(
+            events = self.stats.events,
+            delivered = self.stats.delivered,
+            pay_to_delivered_p50_ms = h.value_at_quantile(0.5),
+            pay_to_delivered_p99_ms = h.value_at_quantile(0.99),
+            pay_to_delivered_max_ms = h.max(),
+            "{what}"
+        );
     }
 }

@@ -11,9 +11,12 @@
 //!   user's partition, and the crash-safe transfers between partitions;
 //! - [`keys`] and [`scripts`]: the Redis key schema, partition routing and the Lua.
 //!
+//! After the hold: [`orders`] (the order events, the worker that stores them in SQLite
+//! and delivers paid orders) and [`reconcile`] (the ledger across Redis, the streams and
+//! every order store).
+//!
 //! Beside the hot path: [`campaign`] (the model), [`control`] (the control plane, for the
-//! CLI and console), [`ledger`] (the invariants, checked after every surge) and
-//! [`config`].
+//! CLI and console), [`ledger`] (the Redis side of the invariants) and [`config`].
 
 pub mod auth;
 pub mod campaign;

@@ -158,3 +158,21 @@ fn a_redis_that_stops_answering_is_dropped_and_late_commands_are_not_sent() {
         l.held
     );
 }
+
+#[test]
+fn scripts_flushed_from_redis_are_loaded_again() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 1);
+    open_sale(&redis, &node, spec("flush", 10, 2, 1));
+    let c = node.client();
+    assert_eq!(c.purchase("flush", &c.token("a"), None).0, 200);
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut redis.con())
+        .expect("flush");
+    // EVALSHA answers NOSCRIPT; the shard loads the script and retries.
+    assert_eq!(c.purchase("flush", &c.token("b"), None).0, 200);
+    let mut con = redis.con();
+    let camp = control::get(&mut con, "flush").expect("campaign");
+    assert_eq!(ledger::check(&mut con, &camp).expect("ledger").held, 2);
+}

@@ -53,6 +53,7 @@ price_cents = 1
 TOML
 cli() { target/release/seckill-dataplane campaign --redis "redis://127.0.0.1:$rport" "$@" >/dev/null; }
 cli create --file "$work/c.toml"; cli arm bench; cli start bench
+target/release/seckill-dataplane limits --redis "redis://127.0.0.1:$rport" set ip_rate=0 user_rate=0 auto_block_refusals=0 >/dev/null
 sleep 0.5
 token() { curl -s -XPOST "http://127.0.0.1:$dport/api/session" -d "{\"user_id\":\"$1\"}" | python3 -c 'import sys,json; print(json.load(sys.stdin)["token"])'; }
 first=$(token first)
@@ -62,19 +63,29 @@ sleep 0.6
 code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/api/campaigns/bench/purchase" -H "Authorization: Bearer $SECKILL_TOKEN")
 [ "$code" = 409 ] || { echo "expected 409 sold_out, got $code" >&2; exit 1; }
 
+limits() { target/release/seckill-dataplane limits --redis "redis://127.0.0.1:$rport" set "$@" >/dev/null; sleep 0.5; }
 rate() { wrk -t$threads -c$conns -d${secs}s "$@" 2>/dev/null | awk '/Requests\/sec/ {print $2}'; }
 declare -A runs
 for r in $(seq "$rounds"); do
   runs[nginx]+="$(rate "http://127.0.0.1:$nport/") "
   runs[time]+="$(rate "http://127.0.0.1:$dport/api/time") "
   runs[soldout]+="$(rate -s bench/purchase.lua "http://127.0.0.1:$dport/api/campaigns/bench/purchase") "
+  limits user_rate=1 user_burst=1
+  runs[limited]+="$(rate -s bench/purchase.lua "http://127.0.0.1:$dport/api/campaigns/bench/purchase") "
+  limits user_rate=0
 done
+code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/api/campaigns/bench/purchase" -H "Authorization: Bearer $SECKILL_TOKEN")
+[ "$code" = 409 ] || { echo "expected 409 sold_out after the runs, got $code" >&2; exit 1; }
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 n=$(echo "${runs[nginx]}" | median)
 printf '%s shard(s), wrk -t%s -c%s -d%ss, %s rounds, median requests/s\n' "$shards" "$threads" "$conns" "$secs" "$rounds"
 printf '%-36s %12s %8s   runs: %s\n' "nginx return 200" "$n" "1.00" "${runs[nginx]}"
-for k in time soldout; do
+for k in time soldout limited; do
   m=$(echo "${runs[$k]}" | median)
-  label=$([ $k = time ] && echo "GET /api/time" || echo "purchase, sold out (ends on shard)")
+  case $k in
+    time) label="GET /api/time" ;;
+    soldout) label="purchase, sold out (ends on shard)" ;;
+    limited) label="purchase, rate limited (429)" ;;
+  esac
   printf '%-36s %12s %8.2f   runs: %s\n' "$label" "$m" "$(echo "$m / $n" | bc -l)" "${runs[$k]}"
 done

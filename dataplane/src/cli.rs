@@ -27,6 +27,30 @@ enum Command {
     Serve(ServeArgs),
     /// Run an order worker on its own: event streams to its SQLite file, and delivery.
     Worker(WorkerArgs),
+    /// Show or change the rate limits of every node, live.
+    Limits {
+        #[arg(
+            long,
+            env = "SECKILL_REDIS",
+            default_value = "redis://127.0.0.1:6390",
+            global = true
+        )]
+        redis: String,
+        #[command(subcommand)]
+        command: LimitsCommand,
+    },
+    /// Block users or client IPs for a while, on every node.
+    Blacklist {
+        #[arg(
+            long,
+            env = "SECKILL_REDIS",
+            default_value = "redis://127.0.0.1:6390",
+            global = true
+        )]
+        redis: String,
+        #[command(subcommand)]
+        command: BlacklistCommand,
+    },
     /// Check a campaign's ledger across Redis, the order streams and the order stores.
     Reconcile {
         id: String,
@@ -103,6 +127,36 @@ struct CommonArgs {
 }
 
 #[derive(Subcommand)]
+enum LimitsCommand {
+    /// The overrides in force (fields not shown come from each node's configuration).
+    Show,
+    /// Override limits: FIELD=VALUE ... (ip_rate, ip_burst, user_rate, user_burst,
+    /// admission_rate, admission_burst, auto_block_refusals, auto_block_window_s,
+    /// auto_block_ttl_s).
+    Set {
+        #[arg(required = true)]
+        pairs: Vec<String>,
+    },
+    /// Drop every override.
+    Reset,
+}
+
+#[derive(Subcommand)]
+enum BlacklistCommand {
+    /// Block user:<id> or ip:<address>.
+    Add {
+        entry: String,
+        /// For how long.
+        #[arg(long, default_value_t = 3600)]
+        ttl_s: u64,
+    },
+    /// Unblock an entry.
+    Remove { entry: String },
+    /// Entries in force, with their expiry.
+    List,
+}
+
+#[derive(Subcommand)]
 enum CampaignCommand {
     /// Create a campaign (state draft) from a TOML file.
     Create {
@@ -136,6 +190,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Command::Serve(a) => serve(a),
         Command::Worker(a) => worker(a),
+        Command::Limits { redis, command } => limits(&redis, command),
+        Command::Blacklist { redis, command } => blacklist(&redis, command),
         Command::Reconcile {
             id,
             redis,
@@ -255,6 +311,65 @@ fn reconcile(
     } else {
         ExitCode::from(1)
     })
+}
+
+fn limits(redis: &str, command: LimitsCommand) -> anyhow::Result<ExitCode> {
+    let mut con = control::connect(redis).with_context(|| format!("connecting to {redis}"))?;
+    match command {
+        LimitsCommand::Show => {}
+        LimitsCommand::Set { pairs } => {
+            let pairs = pairs
+                .iter()
+                .map(|p| {
+                    p.split_once('=')
+                        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                        .with_context(|| format!("'{p}': expected FIELD=VALUE"))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            control::set_limits(&mut con, &pairs)?;
+        }
+        LimitsCommand::Reset => control::reset_limits(&mut con)?,
+    }
+    let mut overrides: Vec<(String, String)> =
+        control::limit_overrides(&mut con)?.into_iter().collect();
+    overrides.sort();
+    if overrides.is_empty() {
+        println!("no overrides: every node applies its configured [limits]");
+    }
+    for (k, v) in overrides {
+        println!("{k} = {v}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn blacklist(redis: &str, command: BlacklistCommand) -> anyhow::Result<ExitCode> {
+    use seckill_dataplane::guard::blacklist;
+    let mut con = control::connect(redis).with_context(|| format!("connecting to {redis}"))?;
+    match command {
+        BlacklistCommand::Add { entry, ttl_s } => {
+            let entry = blacklist::parse_entry(&entry).map_err(anyhow::Error::msg)?;
+            let until = blacklist::add(&mut con, &entry, ttl_s)?;
+            println!("blocked {entry} until {}", format_instant_ms(until));
+        }
+        BlacklistCommand::Remove { entry } => {
+            let entry = blacklist::parse_entry(&entry).map_err(anyhow::Error::msg)?;
+            if blacklist::remove(&mut con, &entry)? {
+                println!("unblocked {entry}");
+            } else {
+                bail!("{entry} was not blocked");
+            }
+        }
+        BlacklistCommand::List => {
+            let entries = blacklist::list(&mut con)?;
+            if entries.is_empty() {
+                println!("the blacklist is empty");
+            }
+            for (entry, until) in entries {
+                println!("{entry:<48} until {}", format_instant_ms(until));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn campaign(redis: &str, command: CampaignCommand) -> anyhow::Result<ExitCode> {

@@ -31,6 +31,9 @@ pub struct Config {
     pub redis_client: RedisClientConfig,
     pub control: ControlConfig,
     pub worker: WorkerConfig,
+    /// Rate limits and automatic blocking; the control plane can override each field live.
+    pub limits: crate::guard::Limits,
+    pub breaker: crate::guard::breaker::BreakerConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -72,6 +75,10 @@ pub struct HttpConfig {
     pub max_connections_per_shard: usize,
     /// How long a stopping node lets in-flight requests finish.
     pub shutdown_grace_ms: u64,
+    /// Peers whose `X-Forwarded-For` names the client (load balancers, proxies).
+    pub trusted_proxies: Vec<String>,
+    /// Client IPs and users a shard tracks for rate limits at most (memory bound).
+    pub max_tracked_clients: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -110,6 +117,8 @@ impl Default for Config {
             redis_client: RedisClientConfig::default(),
             control: ControlConfig::default(),
             worker: WorkerConfig::default(),
+            limits: crate::guard::Limits::default(),
+            breaker: crate::guard::breaker::BreakerConfig::default(),
         }
     }
 }
@@ -124,6 +133,8 @@ impl Default for HttpConfig {
             idle_timeout_ms: 30_000,
             max_connections_per_shard: 20_000,
             shutdown_grace_ms: 5_000,
+            trusted_proxies: Vec::new(),
+            max_tracked_clients: 100_000,
         }
     }
 }
@@ -227,6 +238,9 @@ pub struct Settings {
     pub redis_client: RedisClientConfig,
     pub control: ControlConfig,
     pub worker: WorkerConfig,
+    pub limits: crate::guard::Limits,
+    pub breaker: crate::guard::breaker::BreakerConfig,
+    pub trusted_proxies: Vec<std::net::IpAddr>,
 }
 
 impl Settings {
@@ -359,6 +373,38 @@ impl Config {
                 return Err(bad(field, format!("must be at most {max}")));
             }
         }
+        let trusted_proxies = self
+            .http
+            .trusted_proxies
+            .iter()
+            .map(|p| {
+                p.parse::<std::net::IpAddr>().map_err(|_| {
+                    bad(
+                        "http.trusted_proxies",
+                        format!("'{p}' is not an IP address"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if h.max_tracked_clients < 1000 {
+            return Err(bad("http.max_tracked_clients", "must be at least 1000"));
+        }
+        self.limits
+            .validate()
+            .map_err(|(field, problem)| bad(&format!("limits.{field}"), problem))?;
+        let b = &self.breaker;
+        if !(b.failure_ratio > 0.0 && b.failure_ratio <= 1.0) {
+            return Err(bad(
+                "breaker.failure_ratio",
+                "must be above 0 and at most 1",
+            ));
+        }
+        if b.open_ms == 0 || b.window_ms == 0 || b.open_ms > 600_000 || b.window_ms > 600_000 {
+            return Err(bad(
+                "breaker.open_ms",
+                "open_ms and window_ms must be between 1 and 600000",
+            ));
+        }
         if self.worker.name.is_empty()
             || !self
                 .worker
@@ -391,6 +437,9 @@ impl Config {
             redis_client: self.redis_client.clone(),
             control: self.control.clone(),
             worker: self.worker.clone(),
+            limits: self.limits,
+            breaker: self.breaker.clone(),
+            trusted_proxies,
         })
     }
 }

@@ -29,6 +29,8 @@ pub enum ControlError {
     Damaged(String),
     #[error("codes_file: {0}")]
     Codes(String),
+    #[error("{0}")]
+    Limits(String),
 }
 
 pub type Result<T> = std::result::Result<T, ControlError>;
@@ -187,6 +189,29 @@ pub fn act(con: &mut redis::Connection, id: &str, action: Action) -> Result<Camp
     }
     changed(con, id)?;
     Ok(c)
+}
+
+/// Hash of limit overrides every node applies on top of its configured limits.
+pub const LIMITS: &str = "sk:limits";
+
+/// Overrides limits on every node (field = value, as in `[limits]`), within a second.
+pub fn set_limits(con: &mut redis::Connection, pairs: &[(String, String)]) -> Result<()> {
+    let mut check = crate::guard::Limits::default();
+    for (k, v) in pairs {
+        check.set(k, v).map_err(ControlError::Limits)?;
+    }
+    let _: () = con.hset_multiple(LIMITS, pairs)?;
+    changed(con, "limits")
+}
+
+/// Drops every override: nodes go back to their configured limits.
+pub fn reset_limits(con: &mut redis::Connection) -> Result<()> {
+    let _: () = con.del(LIMITS)?;
+    changed(con, "limits")
+}
+
+pub fn limit_overrides(con: &mut redis::Connection) -> Result<HashMap<String, String>> {
+    Ok(con.hgetall(LIMITS)?)
 }
 
 /// The stock counters of one partition.

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crate::campaign::{Campaign, State};
 use crate::config::Settings;
+use crate::guard::{blacklist, Guard};
 use crate::keys;
 use crate::store::{self, items, text, Store, StoreError};
 
@@ -48,7 +49,9 @@ pub struct Shard {
     version: Cell<Option<i64>>,
     /// When the campaigns were last read in full, whatever the version said.
     reloaded: Cell<Option<std::time::Instant>>,
+    blacklist_version: Cell<Option<i64>>,
     wake: LocalSender<()>,
+    pub guard: RefCell<Guard>,
 }
 
 impl Shard {
@@ -71,9 +74,15 @@ impl Shard {
         let conn = store::RedisConn::start(
             settings.redis.clone(),
             settings.redis_client.clone(),
+            settings.breaker.clone(),
             on_connect,
         );
         let (wake, wake_rx) = local_channel::new_bounded(1);
+        let guard = RefCell::new(Guard::new(
+            settings.limits,
+            settings.shards,
+            settings.http.max_tracked_clients,
+        ));
         let shard = Rc::new(Shard {
             index,
             store: Store {
@@ -84,7 +93,9 @@ impl Shard {
             campaigns: RefCell::default(),
             version: Cell::new(None),
             reloaded: Cell::new(None),
+            blacklist_version: Cell::new(None),
             wake,
+            guard,
         });
         glommio::spawn_local(sync_loop(shard.clone(), wake_rx)).detach();
         glommio::spawn_local(listen_for_changes(shard.clone())).detach();
@@ -113,9 +124,71 @@ impl Shard {
         }
     }
 
+    /// Counts a refusal against a client key (`ip:...`, `user:...`); one that crosses the
+    /// automatic threshold is blacklisted on every node.
+    pub fn refused(&self, key: String) {
+        let now = std::time::Instant::now();
+        let mut guard = self.guard.borrow_mut();
+        if !guard.refused(key.clone(), now) {
+            return;
+        }
+        let ttl_ms = guard.limits.auto_block_ttl_s as i64 * 1000;
+        let expires = crate::now_ms() + ttl_ms;
+        guard.blacklist.insert(key.clone(), expires);
+        drop(guard);
+        tracing::warn!(shard = self.index, key = %key, ttl_s = ttl_ms / 1000, "blocking a client that keeps getting refused");
+        let store = self.store.clone();
+        glommio::spawn_local(async move {
+            let _ = store
+                .conn
+                .query(
+                    redis::cmd("ZADD")
+                        .arg(blacklist::KEY)
+                        .arg(expires)
+                        .arg(&key),
+                )
+                .await;
+            let _ = store
+                .conn
+                .query(redis::cmd("INCR").arg(blacklist::VERSION))
+                .await;
+            let _ = store
+                .conn
+                .query(
+                    redis::cmd("PUBLISH")
+                        .arg(keys::CONTROL_CHANNEL)
+                        .arg("blacklist"),
+                )
+                .await;
+        })
+        .detach();
+    }
+
     /// Whether the campaigns were read at least once.
     pub fn synced(&self) -> bool {
         self.version.get().is_some()
+    }
+
+    /// Replaces the campaign definitions, keeping what the shard learned of their stock.
+    fn apply_campaigns(&self, fresh: HashMap<String, Campaign>) {
+        let mut map = self.campaigns.borrow_mut();
+        map.retain(|id, _| fresh.contains_key(id));
+        for (id, c) in fresh {
+            match map.get_mut(&id) {
+                Some(v) => v.campaign = c,
+                None => {
+                    map.insert(
+                        id,
+                        CampaignView {
+                            campaign: c,
+                            remaining: 0,
+                            sold_out: false,
+                            empty_inflows: None,
+                        },
+                    );
+                }
+            }
+        }
     }
 
     async fn sync(&self) -> Result<(), StoreError> {
@@ -149,26 +222,43 @@ impl Shard {
                     None => tracing::warn!(campaign = %id, "skipping a damaged campaign record"),
                 }
             }
-            let mut map = self.campaigns.borrow_mut();
-            map.retain(|id, _| fresh.contains_key(id));
-            for (id, c) in fresh {
-                match map.get_mut(&id) {
-                    Some(v) => v.campaign = c,
-                    None => {
-                        map.insert(
-                            id,
-                            CampaignView {
-                                campaign: c,
-                                remaining: 0,
-                                sold_out: false,
-                                empty_inflows: None,
-                            },
-                        );
-                    }
-                }
-            }
+            let overrides = to_map(
+                conn.query(redis::cmd("HGETALL").arg(crate::control::LIMITS))
+                    .await?,
+            )
+            .unwrap_or_default();
+            self.apply_campaigns(fresh);
+            self.guard.borrow_mut().limits = self.settings.limits.with_overrides(&overrides);
             self.version.set(Some(version));
             self.reloaded.set(Some(std::time::Instant::now()));
+        }
+        let bl_version = store::int(Some(
+            &conn
+                .query(redis::cmd("GET").arg(blacklist::VERSION))
+                .await?,
+        ))
+        .unwrap_or(0);
+        if self.blacklist_version.get() != Some(bl_version) {
+            let now_ms = crate::now_ms();
+            let entries = items(
+                conn.query(
+                    redis::cmd("ZRANGEBYSCORE")
+                        .arg(blacklist::KEY)
+                        .arg(now_ms)
+                        .arg("+inf")
+                        .arg("WITHSCORES"),
+                )
+                .await?,
+            )?;
+            let entries: HashMap<String, i64> = entries
+                .chunks(2)
+                .filter_map(|kv| Some((text(kv.first())?, store::int(kv.get(1))?)))
+                .collect();
+            self.guard
+                .borrow_mut()
+                .blacklist
+                .replace(entries, now_ms, std::time::Instant::now());
+            self.blacklist_version.set(Some(bl_version));
         }
         let stocked: Vec<(String, u32)> = self
             .campaigns

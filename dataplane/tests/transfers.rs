@@ -6,6 +6,7 @@ mod common;
 use common::Redis;
 use seckill_dataplane::campaign::Action;
 use seckill_dataplane::config::{RedisClientConfig, RedisTarget};
+use seckill_dataplane::guard::breaker::BreakerConfig;
 use seckill_dataplane::keys::PartitionKeys;
 use seckill_dataplane::store::{rebalance, RedisConn, Store};
 use seckill_dataplane::{control, ledger, scripts};
@@ -25,7 +26,12 @@ fn rebalance_once(redis: &Redis, id: &'static str, partitions: u32) {
     let target = RedisTarget::parse(&redis.url()).expect("url");
     glommio::LocalExecutorBuilder::default()
         .spawn(move || async move {
-            let conn = RedisConn::start(target, RedisClientConfig::default(), vec![]);
+            let conn = RedisConn::start(
+                target,
+                RedisClientConfig::default(),
+                BreakerConfig::default(),
+                vec![],
+            );
             while !conn.is_up() {
                 glommio::timer::sleep(Duration::from_millis(5)).await;
             }

@@ -21,9 +21,11 @@ use std::pin::pin;
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::auth;
 use crate::shard::Shard;
+use crate::{auth, guard};
 use reply::Reply;
+use std::net::IpAddr;
+use std::time::Instant;
 
 /// Serves one connection until the client leaves, a timeout fires, or `shutdown`
 /// resolves — then in-flight requests finish and the connection closes.
@@ -34,6 +36,10 @@ pub async fn serve_connection(
 ) {
     let h = &shard.settings.http;
     let _ = stream.set_nodelay(true);
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.ip())
+        .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
     let (stream, clock) = io::TimedStream::new(
         stream,
         Duration::from_millis(h.header_timeout_ms),
@@ -44,7 +50,7 @@ pub async fn serve_connection(
     let svc = service_fn(move |req| {
         clock.handling();
         let shard = svc_shard.clone();
-        async move { Ok::<_, Infallible>(route(&shard, req).await) }
+        async move { Ok::<_, Infallible>(route(&shard, req, peer).await) }
     });
     let mut builder = http1::Builder::new();
     builder
@@ -66,7 +72,28 @@ pub async fn serve_connection(
     }
 }
 
-async fn route(shard: &Shard, req: Request<Incoming>) -> Reply {
+async fn route(shard: &Shard, req: Request<Incoming>, peer: IpAddr) -> Reply {
+    let ip = guard::client_ip(
+        peer,
+        req.headers()
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok()),
+        &shard.settings.trusted_proxies,
+    );
+    let checked = shard.guard.borrow_mut().check_ip(ip, Instant::now());
+    let result = match checked {
+        Ok(()) => dispatch(shard, req).await,
+        Err(refusal) => Err(refusal.into()),
+    };
+    result.unwrap_or_else(|e| {
+        if matches!(e.status().as_u16(), 401 | 403 | 429) {
+            shard.refused(guard::blacklist::ip_key(ip));
+        }
+        e.reply()
+    })
+}
+
+async fn dispatch(shard: &Shard, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let path = req.uri().path().to_string();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let method = req.method().clone();
@@ -91,7 +118,7 @@ async fn route(shard: &Shard, req: Request<Incoming>) -> Reply {
         | (["dl", _], _) => Err(ApiError::MethodNotAllowed),
         _ => Err(ApiError::NotFound),
     };
-    result.unwrap_or_else(|e| e.reply())
+    result
 }
 
 /// The user a request's bearer token names.
@@ -107,12 +134,19 @@ fn authenticate(shard: &Shard, req: &Request<Incoming>) -> Result<String, ApiErr
         .ok_or(ApiError::Unauthenticated(
             "expected 'Authorization: Bearer <token>'",
         ))?;
-    auth::verify_token(&shard.settings.secret, token.trim(), crate::now_ms()).map_err(|e| {
-        ApiError::Unauthenticated(match e {
-            auth::TokenError::Expired => "token expired",
-            _ => "invalid token",
-        })
-    })
+    let user =
+        auth::verify_token(&shard.settings.secret, token.trim(), crate::now_ms()).map_err(|e| {
+            ApiError::Unauthenticated(match e {
+                auth::TokenError::Expired => "token expired",
+                _ => "invalid token",
+            })
+        })?;
+    let checked = shard.guard.borrow_mut().check_user(&user, Instant::now());
+    if let Err(refusal) = checked {
+        shard.refused(guard::blacklist::user_key(&user));
+        return Err(refusal.into());
+    }
+    Ok(user)
 }
 
 /// Reads a bounded JSON body, within the header timeout; an empty body reads as `{}`.

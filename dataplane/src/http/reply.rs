@@ -50,8 +50,32 @@ pub enum ApiError {
     LinkExpired,
     /// Redis is down, slow or erroring.
     Unavailable,
-    /// Stock kept moving under a purchase; retrying soon will likely succeed.
-    Busy,
+    /// Over the campaign's admission rate, or stock kept moving under a purchase.
+    Busy {
+        retry_after_s: u64,
+    },
+    /// Over a client's rate limit.
+    RateLimited {
+        retry_after_s: u64,
+    },
+    /// Blacklisted client or user.
+    Blocked,
+}
+
+impl From<crate::guard::Refusal> for ApiError {
+    fn from(r: crate::guard::Refusal) -> Self {
+        use crate::guard::Refusal;
+        let secs = |d: std::time::Duration| d.as_secs_f64().ceil().max(1.0) as u64;
+        match r {
+            Refusal::Blocked => ApiError::Blocked,
+            Refusal::RateLimited { retry_after } => ApiError::RateLimited {
+                retry_after_s: secs(retry_after),
+            },
+            Refusal::Busy { retry_after } => ApiError::Busy {
+                retry_after_s: secs(retry_after),
+            },
+        }
+    }
 }
 
 impl ApiError {
@@ -68,7 +92,9 @@ impl ApiError {
             NotStarted { .. } => StatusCode::TOO_EARLY,
             Ended | Expired | LinkExpired => StatusCode::GONE,
             LinkInvalid => StatusCode::FORBIDDEN,
-            Unavailable | Busy => StatusCode::SERVICE_UNAVAILABLE,
+            Unavailable | Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Blocked => StatusCode::FORBIDDEN,
         }
     }
 
@@ -92,7 +118,9 @@ impl ApiError {
             LinkInvalid => "link_invalid",
             LinkExpired => "link_expired",
             Unavailable => "unavailable",
-            Busy => "busy",
+            Busy { .. } => "busy",
+            RateLimited { .. } => "rate_limited",
+            Blocked => "blocked",
         }
     }
 
@@ -116,7 +144,9 @@ impl ApiError {
             LinkInvalid => "this download link is not valid".into(),
             LinkExpired => "this download link has expired; get a new one from the order".into(),
             Unavailable => "the service is temporarily unavailable".into(),
-            Busy => "too much contention; retry shortly".into(),
+            Busy { .. } => "too many purchases right now; retry shortly".into(),
+            RateLimited { .. } => "too many requests; slow down".into(),
+            Blocked => "access denied".into(),
         }
     }
 
@@ -128,9 +158,16 @@ impl ApiError {
             _ => {}
         }
         let mut r = json(self.status(), &body);
-        if matches!(self, ApiError::Unavailable | ApiError::Busy) {
+        let retry_after = match self {
+            ApiError::Unavailable => Some(1),
+            ApiError::Busy { retry_after_s } | ApiError::RateLimited { retry_after_s } => {
+                Some(*retry_after_s)
+            }
+            _ => None,
+        };
+        if let Some(s) = retry_after {
             r.headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+                .insert(RETRY_AFTER, HeaderValue::from(s.max(1)));
         }
         r
     }

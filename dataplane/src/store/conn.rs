@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use tokio_util::compat::FuturesAsyncReadCompatExt;
 
 use crate::config::{RedisClientConfig, RedisTarget};
+use crate::guard::breaker::{Breaker, BreakerConfig};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -70,6 +71,7 @@ struct Inner {
     link: RefCell<Option<Link>>,
     closed: Cell<bool>,
     connects: Cell<u64>,
+    breaker: RefCell<Breaker>,
 }
 
 /// A shard's handle to one Redis node. Cheap to clone; every clone shares the link.
@@ -80,7 +82,12 @@ pub struct RedisConn {
 
 impl RedisConn {
     /// Starts the connection's supervisor on the current shard.
-    pub fn start(target: RedisTarget, cfg: RedisClientConfig, on_connect: Vec<Cmd>) -> Self {
+    pub fn start(
+        target: RedisTarget,
+        cfg: RedisClientConfig,
+        breaker: BreakerConfig,
+        on_connect: Vec<Cmd>,
+    ) -> Self {
         let inner = Rc::new(Inner {
             target,
             cfg,
@@ -88,6 +95,7 @@ impl RedisConn {
             link: RefCell::new(None),
             closed: Cell::new(false),
             connects: Cell::new(0),
+            breaker: RefCell::new(Breaker::new(breaker, Instant::now())),
         });
         glommio::spawn_local(supervise(inner.clone())).detach();
         RedisConn { inner }
@@ -108,9 +116,27 @@ impl RedisConn {
         self.inner.link.borrow_mut().take();
     }
 
-    /// Sends one command and waits for its reply, at most the command timeout.
-    /// A Redis error reply is `Err(StoreError::Server)`.
+    /// Whether the circuit breaker is refusing calls.
+    pub fn breaker_open(&self) -> bool {
+        self.inner.breaker.borrow().is_open()
+    }
+
+    /// Sends one command and waits for its reply, at most the command timeout; refused
+    /// at once while the circuit breaker is open. A Redis error reply is
+    /// `Err(StoreError::Server)`.
     pub async fn query(&self, cmd: &Cmd) -> Reply {
+        let start = Instant::now();
+        if !self.inner.breaker.borrow_mut().allow(start) {
+            return Err(StoreError::Unavailable);
+        }
+        let reply = self.send(cmd).await;
+        let ok = !matches!(reply, Err(StoreError::Unavailable | StoreError::Timeout));
+        let now = Instant::now();
+        self.inner.breaker.borrow_mut().record(ok, now - start, now);
+        reply
+    }
+
+    async fn send(&self, cmd: &Cmd) -> Reply {
         let rx = {
             let link = self.inner.link.borrow();
             let Some(link) = link.as_ref() else {

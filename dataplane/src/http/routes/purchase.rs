@@ -103,6 +103,10 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
             "quantity: must be between 1 and {limit}"
         )));
     }
+    shard
+        .guard
+        .borrow_mut()
+        .admit(id, std::time::Instant::now())?;
     let outcome = shard
         .store
         .purchase(PurchaseRequest {
@@ -132,6 +136,6 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
         Purchase::Ended => Err(ApiError::Ended),
         Purchase::Paused => Err(ApiError::Paused),
         Purchase::UnknownCampaign => Err(ApiError::UnknownCampaign),
-        Purchase::Contended => Err(ApiError::Busy),
+        Purchase::Contended => Err(ApiError::Busy { retry_after_s: 1 }),
     }
 }

@@ -1,0 +1,102 @@
+//! The blacklist: entries `user:<id>` and `ip:<address>` with an expiry, in one sorted set
+//! in Redis (score = expiry in ms). Operators add and remove entries; the automatic rule
+//! adds them too; every shard keeps a copy, reloaded when the blacklist's version moves.
+
+use redis::Commands;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::Instant;
+
+use crate::control::ControlError;
+
+pub const KEY: &str = "sk:blacklist";
+pub const VERSION: &str = "sk:blacklist:version";
+
+pub fn user_key(user: &str) -> String {
+    format!("user:{user}")
+}
+
+pub fn ip_key(ip: IpAddr) -> String {
+    format!("ip:{ip}")
+}
+
+/// Checks an entry name: `user:<valid user id>` or `ip:<address>`.
+pub fn parse_entry(entry: &str) -> Result<String, String> {
+    if let Some(u) = entry.strip_prefix("user:") {
+        if crate::auth::valid_user_id(u) {
+            return Ok(user_key(u));
+        }
+    } else if let Some(ip) = entry.strip_prefix("ip:") {
+        if let Ok(ip) = ip.parse::<IpAddr>() {
+            return Ok(ip_key(ip));
+        }
+    }
+    Err(format!("'{entry}': expected user:<id> or ip:<address>"))
+}
+
+/// A shard's copy: entry → expiry, as an instant on this machine's clock.
+#[derive(Debug, Default)]
+pub struct Local {
+    entries: HashMap<String, i64>,
+    /// The wall clock at `loaded`, to turn expiries in ms into instants.
+    loaded_ms: i64,
+    loaded: Option<Instant>,
+}
+
+impl Local {
+    pub fn replace(&mut self, entries: HashMap<String, i64>, now_ms: i64, now: Instant) {
+        self.entries = entries;
+        self.loaded_ms = now_ms;
+        self.loaded = Some(now);
+    }
+
+    /// Adds an entry at once (the automatic rule), before the reload confirms it.
+    pub fn insert(&mut self, key: String, expires_ms: i64) {
+        self.entries.insert(key, expires_ms);
+    }
+
+    pub fn contains(&self, key: &str, now: Instant) -> bool {
+        let Some(expires) = self.entries.get(key) else {
+            return false;
+        };
+        let elapsed = self
+            .loaded
+            .map_or(0, |t| now.saturating_duration_since(t).as_millis() as i64);
+        self.loaded_ms + elapsed < *expires
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+fn changed(con: &mut redis::Connection) -> Result<(), ControlError> {
+    let _: i64 = con.incr(VERSION, 1)?;
+    let _: i64 = con.publish(crate::keys::CONTROL_CHANNEL, "blacklist")?;
+    Ok(())
+}
+
+/// Blocks an entry for `ttl_s` seconds.
+pub fn add(con: &mut redis::Connection, entry: &str, ttl_s: u64) -> Result<i64, ControlError> {
+    let expires = crate::now_ms() + (ttl_s.min(10 * 365 * 86_400) as i64) * 1000;
+    let _: i64 = con.zadd(KEY, entry, expires)?;
+    changed(con)?;
+    Ok(expires)
+}
+
+pub fn remove(con: &mut redis::Connection, entry: &str) -> Result<bool, ControlError> {
+    let n: i64 = con.zrem(KEY, entry)?;
+    changed(con)?;
+    Ok(n > 0)
+}
+
+/// Entries not expired yet, with their expiry (ms); expired ones are dropped on the way.
+pub fn list(con: &mut redis::Connection) -> Result<Vec<(String, i64)>, ControlError> {
+    let now = crate::now_ms();
+    let _: i64 = con.zrembyscore(KEY, "-inf", now)?;
+    Ok(con.zrangebyscore_withscores(KEY, now, "+inf")?)
+}

@@ -1,0 +1,305 @@
+//! The defences a shard applies before Redis: token buckets per client IP, per user and
+//! per campaign (admission), the blacklist, and automatic blocking of keys that keep
+//! getting refused. All of it is shard-local; limits and the blacklist come from the
+//! control plane and change live.
+
+pub mod blacklist;
+pub mod breaker;
+pub mod bucket;
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use bucket::BucketMap;
+
+/// Rates are per second and per shard (admission: per campaign and node, split over the
+/// node's shards). A rate of 0 turns that limit off.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    pub ip_rate: f64,
+    pub ip_burst: f64,
+    pub user_rate: f64,
+    pub user_burst: f64,
+    /// Purchases per second one node lets through to Redis, per campaign.
+    pub admission_rate: f64,
+    pub admission_burst: f64,
+    /// A client IP or user refused this many times within the window is blacklisted
+    /// for `auto_block_ttl_s`. 0 turns the rule off.
+    pub auto_block_refusals: u32,
+    pub auto_block_window_s: u64,
+    pub auto_block_ttl_s: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            ip_rate: 100.0,
+            ip_burst: 200.0,
+            user_rate: 5.0,
+            user_burst: 10.0,
+            admission_rate: 100_000.0,
+            admission_burst: 20_000.0,
+            auto_block_refusals: 1000,
+            auto_block_window_s: 10,
+            auto_block_ttl_s: 600,
+        }
+    }
+}
+
+impl Limits {
+    pub const FIELDS: [&'static str; 9] = [
+        "ip_rate",
+        "ip_burst",
+        "user_rate",
+        "user_burst",
+        "admission_rate",
+        "admission_burst",
+        "auto_block_refusals",
+        "auto_block_window_s",
+        "auto_block_ttl_s",
+    ];
+
+    /// Sets one field from its name and text value, checking it.
+    pub fn set(&mut self, field: &str, value: &str) -> Result<(), String> {
+        let num: f64 = value
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| format!("{field}: '{value}' is not a number of 0 or more"))?;
+        let whole = || -> Result<u64, String> {
+            (num.fract() == 0.0 && num <= 1e12)
+                .then_some(num as u64)
+                .ok_or_else(|| format!("{field}: '{value}' is not a whole number"))
+        };
+        match field {
+            "ip_rate" => self.ip_rate = num,
+            "ip_burst" => self.ip_burst = num,
+            "user_rate" => self.user_rate = num,
+            "user_burst" => self.user_burst = num,
+            "admission_rate" => self.admission_rate = num,
+            "admission_burst" => self.admission_burst = num,
+            "auto_block_refusals" => {
+                self.auto_block_refusals = whole()?.min(u64::from(u32::MAX)) as u32
+            }
+            "auto_block_window_s" => self.auto_block_window_s = whole()?,
+            "auto_block_ttl_s" => self.auto_block_ttl_s = whole()?,
+            other => {
+                return Err(format!(
+                    "{other}: unknown limit (known: {})",
+                    Self::FIELDS.join(", ")
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// Every rate and burst a finite number of 0 or more.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        for (field, v) in [
+            ("ip_rate", self.ip_rate),
+            ("ip_burst", self.ip_burst),
+            ("user_rate", self.user_rate),
+            ("user_burst", self.user_burst),
+            ("admission_rate", self.admission_rate),
+            ("admission_burst", self.admission_burst),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return Err((field, "must be a number of 0 or more".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// These limits with the control plane's overrides applied; bad overrides are skipped.
+    pub fn with_overrides(mut self, overrides: &HashMap<String, String>) -> Self {
+        for (k, v) in overrides {
+            if let Err(e) = self.set(k, v) {
+                tracing::warn!(error = %e, "ignoring a bad limit override");
+            }
+        }
+        self
+    }
+}
+
+/// Why the guard refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    Blocked,
+    RateLimited { retry_after: Duration },
+    Busy { retry_after: Duration },
+}
+
+/// A shard's defences.
+pub struct Guard {
+    pub limits: Limits,
+    shards: usize,
+    ips: BucketMap<IpAddr>,
+    users: BucketMap<String>,
+    admission: HashMap<String, bucket::Bucket>,
+    /// Refusals per client key in the current window, for automatic blocking.
+    refusals: HashMap<String, (Instant, u32)>,
+    pub blacklist: blacklist::Local,
+    max_keys: usize,
+}
+
+impl Guard {
+    pub fn new(limits: Limits, shards: usize, max_keys: usize) -> Self {
+        Guard {
+            limits,
+            shards: shards.max(1),
+            ips: BucketMap::new(max_keys),
+            users: BucketMap::new(max_keys),
+            admission: HashMap::new(),
+            refusals: HashMap::new(),
+            blacklist: blacklist::Local::default(),
+            max_keys,
+        }
+    }
+
+    pub fn check_ip(&mut self, ip: IpAddr, now: Instant) -> Result<(), Refusal> {
+        if self.blacklist.contains(&blacklist::ip_key(ip), now) {
+            return Err(Refusal::Blocked);
+        }
+        let l = self.limits;
+        self.ips
+            .take(&ip, now, l.ip_rate, l.ip_burst)
+            .map_err(|retry_after| Refusal::RateLimited { retry_after })
+    }
+
+    pub fn check_user(&mut self, user: &str, now: Instant) -> Result<(), Refusal> {
+        if self.blacklist.contains(&blacklist::user_key(user), now) {
+            return Err(Refusal::Blocked);
+        }
+        let l = self.limits;
+        self.users
+            .take(&user.to_string(), now, l.user_rate, l.user_burst)
+            .map_err(|retry_after| Refusal::RateLimited { retry_after })
+    }
+
+    /// A purchase about to go to Redis: this shard's share of the campaign's admission.
+    pub fn admit(&mut self, campaign: &str, now: Instant) -> Result<(), Refusal> {
+        let l = self.limits;
+        if l.admission_rate <= 0.0 {
+            return Ok(());
+        }
+        let (rate, burst) = (
+            l.admission_rate / self.shards as f64,
+            (l.admission_burst / self.shards as f64).max(1.0),
+        );
+        self.admission
+            .entry(campaign.to_string())
+            .or_insert_with(|| bucket::Bucket::full(burst, now))
+            .take(now, rate, burst)
+            .map_err(|retry_after| Refusal::Busy { retry_after })
+    }
+
+    /// Counts a refusal against a client key; true when the key crossed the automatic
+    /// blocking threshold just now.
+    pub fn refused(&mut self, key: String, now: Instant) -> bool {
+        let l = self.limits;
+        if l.auto_block_refusals == 0 {
+            return false;
+        }
+        let window = Duration::from_secs(l.auto_block_window_s.max(1));
+        if self.refusals.len() >= self.max_keys && !self.refusals.contains_key(&key) {
+            self.refusals
+                .retain(|_, (start, _)| now.saturating_duration_since(*start) < window);
+            if self.refusals.len() >= self.max_keys {
+                return false;
+            }
+        }
+        let e = self.refusals.entry(key).or_insert((now, 0));
+        if now.saturating_duration_since(e.0) >= window {
+            *e = (now, 0);
+        }
+        e.1 += 1;
+        e.1 == l.auto_block_refusals
+    }
+}
+
+/// The client's address: the peer, or — only when the peer is a trusted proxy — the
+/// nearest address in `X-Forwarded-For` that is not a trusted proxy itself.
+pub fn client_ip(peer: IpAddr, forwarded_for: Option<&str>, trusted: &[IpAddr]) -> IpAddr {
+    if !trusted.contains(&peer) {
+        return peer;
+    }
+    let Some(chain) = forwarded_for else {
+        return peer;
+    };
+    chain
+        .rsplit(',')
+        .map(|a| a.trim().parse::<IpAddr>())
+        .take_while(Result::is_ok)
+        .flatten()
+        .find(|a| !trusted.contains(a))
+        .unwrap_or(peer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("ip")
+    }
+
+    #[test]
+    fn forwarded_for_counts_only_from_trusted_proxies() {
+        let trusted = [ip("10.0.0.1"), ip("10.0.0.2")];
+        let xff = Some("203.0.113.7, 198.51.100.3, 10.0.0.2");
+        assert_eq!(client_ip(ip("10.0.0.1"), xff, &trusted), ip("198.51.100.3"));
+        assert_eq!(client_ip(ip("192.0.2.9"), xff, &trusted), ip("192.0.2.9"));
+        assert_eq!(client_ip(ip("10.0.0.1"), None, &trusted), ip("10.0.0.1"));
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), Some("garbage"), &trusted),
+            ip("10.0.0.1")
+        );
+    }
+
+    #[test]
+    fn limits_are_set_by_name_and_checked() {
+        let mut l = Limits::default();
+        l.set("ip_rate", "7.5").expect("set");
+        assert_eq!(l.ip_rate, 7.5);
+        assert!(l.set("ip_rate", "-1").is_err());
+        assert!(l.set("ip_rate", "NaN").is_err());
+        assert!(l.set("auto_block_ttl_s", "1.5").is_err());
+        assert!(l
+            .set("colour", "1")
+            .expect_err("unknown")
+            .contains("colour"));
+    }
+
+    #[test]
+    fn admission_is_split_over_the_shards() {
+        let t0 = Instant::now();
+        let limits = Limits {
+            admission_rate: 10.0,
+            admission_burst: 4.0,
+            ..Limits::default()
+        };
+        let mut g = Guard::new(limits, 2, 100);
+        assert!(g.admit("c", t0).is_ok());
+        assert!(g.admit("c", t0).is_ok());
+        assert!(matches!(g.admit("c", t0), Err(Refusal::Busy { .. })));
+        assert!(g.admit("other", t0).is_ok(), "per campaign");
+    }
+
+    #[test]
+    fn a_key_refused_often_enough_is_flagged_once() {
+        let t0 = Instant::now();
+        let limits = Limits {
+            auto_block_refusals: 3,
+            auto_block_window_s: 10,
+            ..Limits::default()
+        };
+        let mut g = Guard::new(limits, 1, 100);
+        let flags: Vec<bool> = (0..5).map(|_| g.refused("ip:1.2.3.4".into(), t0)).collect();
+        assert_eq!(flags, [false, false, true, false, false]);
+        // A new window starts over.
+        assert!(!g.refused("ip:1.2.3.4".into(), t0 + Duration::from_secs(11)));
+    }
+}

@@ -1,0 +1,253 @@
+//! The defences over real HTTP: rate limits with Retry-After and live changes, trusted
+//! proxies, the blacklist and automatic blocking, admission, and the circuit breaker.
+
+mod common;
+
+use common::{open_sale, spec, Client, Node, Redis};
+use seckill_dataplane::guard::blacklist;
+use seckill_dataplane::{control, ledger};
+use std::time::{Duration, Instant};
+
+fn limits(redis: &Redis, pairs: &[(&str, &str)]) {
+    let pairs: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    control::set_limits(&mut redis.con(), &pairs).expect("set limits");
+}
+
+/// Waits until `ok` holds, at most a second (the promise for live changes).
+fn within_a_second(what: &str, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{what} not applied within 1 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn get_with(
+    c: &Client,
+    node: &Node,
+    path: &str,
+    xff: Option<&str>,
+) -> (u16, Option<String>, serde_json::Value) {
+    let mut req = c.agent.get(&node.url(path));
+    if let Some(x) = xff {
+        req = req.set("X-Forwarded-For", x);
+    }
+    match req.call() {
+        Ok(r) => (r.status(), None, r.into_json().unwrap_or_default()),
+        Err(ureq::Error::Status(code, r)) => (
+            code,
+            r.header("retry-after").map(str::to_string),
+            r.into_json().unwrap_or_default(),
+        ),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn ledger_holds(redis: &Redis, id: &str) -> ledger::Ledger {
+    let mut con = redis.con();
+    let c = control::get(&mut con, id).expect("campaign");
+    let l = ledger::check(&mut con, &c).expect("ledger");
+    assert!(l.holds(), "{l}");
+    l
+}
+
+#[test]
+fn a_users_bucket_refills_and_says_when_to_retry_and_changes_live() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 1);
+    open_sale(&redis, &node, spec("s", 1000, 2, 100));
+    let c = node.client();
+    let alice = c.token("alice");
+    limits(&redis, &[("user_rate", "2"), ("user_burst", "2")]);
+    within_a_second("the user limit", || {
+        (0..3).any(|_| c.purchase("s", &alice, None).0 == 429)
+    });
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(c.purchase("s", &alice, None).0, 200);
+    assert_eq!(c.purchase("s", &alice, None).0, 200);
+    let r = c
+        .agent
+        .post(&node.url("/api/campaigns/s/purchase"))
+        .set("Authorization", &format!("Bearer {alice}"))
+        .send_string("{}");
+    let Err(ureq::Error::Status(429, r)) = r else {
+        panic!("expected 429");
+    };
+    assert_eq!(r.header("retry-after"), Some("1"));
+    let v: serde_json::Value = r.into_json().expect("json");
+    assert_eq!(v["error"], "rate_limited");
+    // Other users have buckets of their own.
+    assert_eq!(c.purchase("s", &c.token("bob"), None).0, 200);
+    // Lifted live.
+    limits(&redis, &[("user_rate", "0")]);
+    within_a_second("lifting the limit", || {
+        (0..5).all(|_| c.purchase("s", &alice, None).0 == 200)
+    });
+    ledger_holds(&redis, "s");
+}
+
+#[test]
+fn client_ips_come_from_forwarded_for_only_behind_a_trusted_proxy() {
+    let redis = Redis::start();
+    let trusted = Node::start_with(&redis, 1, "[http]\ntrusted_proxies = [\"127.0.0.1\"]\n");
+    let direct = Node::start(&redis, 1);
+    limits(&redis, &[("ip_rate", "0.01"), ("ip_burst", "2")]);
+    let (ct, cd) = (trusted.client(), direct.client());
+    within_a_second("the IP limit", || {
+        get_with(&cd, &direct, "/api/time", None).0 == 429
+    });
+    // Behind the trusted proxy each forwarded client has its own bucket.
+    for xff in ["198.51.100.1", "198.51.100.2", "203.0.113.9, 198.51.100.3"] {
+        assert_eq!(
+            get_with(&ct, &trusted, "/api/time", Some(xff)).0,
+            200,
+            "{xff}"
+        );
+        assert_eq!(
+            get_with(&ct, &trusted, "/api/time", Some(xff)).0,
+            200,
+            "{xff}"
+        );
+        let (code, retry, body) = get_with(&ct, &trusted, "/api/time", Some(xff));
+        assert_eq!(
+            (code, body["error"].as_str()),
+            (429, Some("rate_limited")),
+            "{xff}"
+        );
+        assert!(retry.is_some());
+    }
+    // From an untrusted peer the header is ignored: still the peer's (empty) bucket.
+    assert_eq!(
+        get_with(&cd, &direct, "/api/time", Some("192.0.2.77")).0,
+        429
+    );
+}
+
+#[test]
+fn blacklisted_users_and_ips_are_refused_until_their_entry_expires() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    open_sale(&redis, &node, spec("s", 100, 2, 5));
+    let c = node.client();
+    let (alice, bob) = (c.token("alice"), c.token("bob"));
+    let mut con = redis.con();
+    blacklist::add(&mut con, "user:alice", 2).expect("add");
+    within_a_second("the user block", || {
+        c.purchase("s", &alice, None).1["error"] == "blocked"
+    });
+    assert_eq!(c.purchase("s", &bob, None).0, 200, "others are served");
+    assert_eq!(blacklist::list(&mut con).expect("list").len(), 1);
+    std::thread::sleep(Duration::from_millis(2_100));
+    assert_eq!(c.purchase("s", &alice, None).0, 200, "the entry expired");
+    assert!(blacklist::list(&mut con).expect("list").is_empty());
+
+    blacklist::add(&mut con, "ip:127.0.0.1", 600).expect("add");
+    within_a_second("the IP block", || {
+        get_with(&c, &node, "/api/time", None).0 == 403
+    });
+    blacklist::remove(&mut con, "ip:127.0.0.1").expect("remove");
+    within_a_second("the IP unblock", || {
+        get_with(&c, &node, "/api/time", None).0 == 200
+    });
+    assert!(blacklist::parse_entry("host:x").is_err());
+    ledger_holds(&redis, "s");
+}
+
+#[test]
+fn a_client_that_keeps_getting_refused_is_blocked_automatically() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 1);
+    limits(
+        &redis,
+        &[("auto_block_refusals", "20"), ("auto_block_ttl_s", "60")],
+    );
+    let c = node.client();
+    std::thread::sleep(Duration::from_millis(600));
+    for _ in 0..20 {
+        let (code, _) = c.post("/api/campaigns/x/purchase", Some("forged"), "{}");
+        assert_eq!(code, 401);
+    }
+    let (code, _, body) = get_with(&c, &node, "/api/time", None);
+    assert_eq!((code, body["error"].as_str()), (403, Some("blocked")));
+    let entries = blacklist::list(&mut redis.con()).expect("list");
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].0, "ip:127.0.0.1");
+}
+
+#[test]
+fn purchases_over_the_admission_rate_get_503_busy() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 1);
+    open_sale(&redis, &node, spec("s", 100, 2, 100));
+    limits(&redis, &[("admission_rate", "1"), ("admission_burst", "3")]);
+    let c = node.client();
+    let t = c.token("alice");
+    within_a_second("admission", || {
+        (0..4).any(|_| c.purchase("s", &t, None).1["error"] == "busy")
+    });
+    let l = ledger_holds(&redis, "s");
+    assert!(l.held <= 4, "admission let {} through", l.held);
+}
+
+#[test]
+fn the_breaker_opens_on_a_slow_redis_and_closes_when_it_recovers() {
+    let redis = Redis::start();
+    let node = Node::start_with(
+        &redis,
+        1,
+        "[breaker]\nmin_calls = 3\nslow_call_ms = 100\nopen_ms = 500\n[redis_client]\ncommand_timeout_ms = 2000\n",
+    );
+    open_sale(&redis, &node, spec("s", 1000, 2, 1000));
+    let c = node.client();
+    let t = c.token("alice");
+    assert_eq!(c.purchase("s", &t, None).0, 200);
+
+    // Redis answers, but every answer waits behind a 300 ms sleep.
+    let url = redis.url();
+    let slow = std::thread::spawn(move || {
+        let mut con = control::connect(&url).expect("connect");
+        let until = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < until {
+            let _: () = redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg(0.3)
+                .query(&mut con)
+                .expect("debug sleep");
+        }
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let mut fast_refusals = 0;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(2500) {
+        let t0 = Instant::now();
+        let (code, body) = c.purchase("s", &t, None);
+        if code == 503 && t0.elapsed() < Duration::from_millis(50) {
+            assert_eq!(body["error"], "unavailable");
+            fast_refusals += 1;
+        }
+    }
+    assert!(
+        fast_refusals > 10,
+        "the breaker did not open: {fast_refusals} fast refusals"
+    );
+    slow.join().expect("sleeper");
+    let back = Instant::now();
+    while c.purchase("s", &t, None).0 != 200 {
+        assert!(
+            back.elapsed() < Duration::from_secs(5),
+            "the breaker did not close"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!(
+        "{fast_refusals} fast refusals while open; closed {:?} after recovery",
+        back.elapsed()
+    );
+    ledger_holds(&redis, "s");
+}

@@ -47,7 +47,7 @@ pub fn valid_user_id(u: &str) -> bool {
 
 /// Signs `subject` until `expires_ms`: `<subject, base64url>.<expiry ms>.<signature>`.
 /// `domain` keeps a signature for one purpose from passing for another.
-fn sign(secret: &Secret, domain: &[u8], subject: &str, expires_ms: i64) -> String {
+pub(crate) fn sign(secret: &Secret, domain: &[u8], subject: &str, expires_ms: i64) -> String {
     let exp = expires_ms.to_string();
     let sig = secret
         .mac(&[domain, subject.as_bytes(), exp.as_bytes()])
@@ -56,7 +56,12 @@ fn sign(secret: &Secret, domain: &[u8], subject: &str, expires_ms: i64) -> Strin
     format!("{}.{exp}.{}", B64.encode(subject), B64.encode(sig))
 }
 
-fn verify(secret: &Secret, domain: &[u8], token: &str, now_ms: i64) -> Result<String, TokenError> {
+pub(crate) fn verify(
+    secret: &Secret,
+    domain: &[u8],
+    token: &str,
+    now_ms: i64,
+) -> Result<String, TokenError> {
     let mut it = token.split('.');
     let (Some(s), Some(exp), Some(sig), None) = (it.next(), it.next(), it.next(), it.next()) else {
         return Err(TokenError::Malformed);

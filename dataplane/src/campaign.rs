@@ -29,6 +29,16 @@ pub struct CampaignSpec {
     /// The file buyers download, a name inside the data plane's content directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_file: Option<String>,
+    /// Purchases need a qualification ticket, earned by solving a proof-of-work challenge.
+    #[serde(default)]
+    pub require_ticket: bool,
+    /// At most `ticket_factor × total` tickets are ever issued.
+    #[serde(default = "default_ticket_factor")]
+    pub ticket_factor: u32,
+}
+
+fn default_ticket_factor() -> u32 {
+    3
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -279,6 +289,8 @@ impl Campaign {
         if let Some(v) = &s.codes_file {
             f.push(("codes_file", v.clone()));
         }
+        f.push(("require_ticket", u8::from(s.require_ticket).to_string()));
+        f.push(("ticket_factor", s.ticket_factor.to_string()));
         if let Some(v) = &s.content_file {
             f.push(("content_file", v.clone()));
         }
@@ -301,6 +313,11 @@ impl Campaign {
             ends_at: h.get("ends_at").cloned(),
             codes_file: h.get("codes_file").cloned(),
             content_file: h.get("content_file").cloned(),
+            require_ticket: h.get("require_ticket").is_some_and(|v| v == "1"),
+            ticket_factor: h
+                .get("ticket_factor")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(default_ticket_factor),
         };
         // A record outside the bounds an operator could create is not trusted.
         spec.validate().ok()?;

@@ -34,6 +34,27 @@ pub struct Config {
     /// Rate limits and automatic blocking; the control plane can override each field live.
     pub limits: crate::guard::Limits,
     pub breaker: crate::guard::breaker::BreakerConfig,
+    pub tickets: TicketConfig,
+}
+
+/// Proof-of-work challenges and the tickets they earn (campaigns with `require_ticket`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TicketConfig {
+    /// Leading zero bits a solution's SHA-256 needs (each bit doubles the work).
+    pub difficulty: u32,
+    pub challenge_ttl_s: u64,
+    pub ticket_ttl_s: u64,
+}
+
+impl Default for TicketConfig {
+    fn default() -> Self {
+        TicketConfig {
+            difficulty: 18,
+            challenge_ttl_s: 120,
+            ticket_ttl_s: 300,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -119,6 +140,7 @@ impl Default for Config {
             worker: WorkerConfig::default(),
             limits: crate::guard::Limits::default(),
             breaker: crate::guard::breaker::BreakerConfig::default(),
+            tickets: TicketConfig::default(),
         }
     }
 }
@@ -241,6 +263,7 @@ pub struct Settings {
     pub limits: crate::guard::Limits,
     pub breaker: crate::guard::breaker::BreakerConfig,
     pub trusted_proxies: Vec<std::net::IpAddr>,
+    pub tickets: TicketConfig,
 }
 
 impl Settings {
@@ -392,6 +415,20 @@ impl Config {
         self.limits
             .validate()
             .map_err(|(field, problem)| bad(&format!("limits.{field}"), problem))?;
+        let t = &self.tickets;
+        if t.difficulty > 32 {
+            return Err(bad("tickets.difficulty", "must be at most 32"));
+        }
+        if t.challenge_ttl_s == 0
+            || t.ticket_ttl_s == 0
+            || t.challenge_ttl_s > 86_400
+            || t.ticket_ttl_s > 86_400
+        {
+            return Err(bad(
+                "tickets.ticket_ttl_s",
+                "challenge_ttl_s and ticket_ttl_s must be between 1 and 86400",
+            ));
+        }
         let b = &self.breaker;
         if !(b.failure_ratio > 0.0 && b.failure_ratio <= 1.0) {
             return Err(bad(
@@ -440,6 +477,7 @@ impl Config {
             limits: self.limits,
             breaker: self.breaker.clone(),
             trusted_proxies,
+            tickets: self.tickets.clone(),
         })
     }
 }

@@ -42,6 +42,27 @@ impl CodeKeys {
     }
 }
 
+/// Keys of a campaign's challenges and ticket count, in one slot of their own.
+pub struct TicketKeys {
+    tag: String,
+}
+
+impl TicketKeys {
+    pub fn new(campaign: &str) -> Self {
+        TicketKeys {
+            tag: format!("{PREFIX}:{{{campaign}.tickets}}"),
+        }
+    }
+    /// An open challenge: `user:prefix:difficulty`, expiring.
+    pub fn challenge(&self, id: &str) -> String {
+        format!("{}:ch:{id}", self.tag)
+    }
+    /// Tickets issued so far.
+    pub fn issued(&self) -> String {
+        format!("{}:issued", self.tag)
+    }
+}
+
 /// Hash holding a campaign's definition and lifecycle state.
 pub fn campaign(id: &str) -> String {
     format!("{PREFIX}:campaign:{id}")
@@ -104,6 +125,10 @@ impl PartitionKeys {
     }
     pub fn order(&self, order_id: &str) -> String {
         format!("{}:order:{order_id}", self.tag)
+    }
+    /// Marks a ticket used (set by the purchase it paid for).
+    pub fn ticket(&self, ticket_id: &str) -> String {
+        format!("{}:ticket:{ticket_id}", self.tag)
     }
     /// Idempotency record of one user's request key.
     pub fn idempotency(&self, user: &str, key: &str) -> String {

@@ -35,14 +35,17 @@ scripts! {
     LOAD_CODES => "scripts/load_codes.lua",
     /// Loads a partition's stock at arm time.
     ARM_PARTITION => "scripts/arm_partition.lua",
+    /// Trades a challenge for a ticket, within the cap.
+    ISSUE_TICKET => "scripts/issue_ticket.lua",
     /// Compare-and-set of a campaign's state.
     SET_STATE => "scripts/set_state.lua",
 }
 
 /// The scripts the shards call, loaded on each new connection.
-pub fn hot_path() -> [&'static Script; 6] {
+pub fn hot_path() -> [&'static Script; 7] {
     [
         &PURCHASE,
+        &ISSUE_TICKET,
         &TRANSFER_OUT,
         &TRANSFER_IN,
         &TRANSFER_ACK,

@@ -6,6 +6,7 @@
 pub mod blacklist;
 pub mod breaker;
 pub mod bucket;
+pub mod pow;
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

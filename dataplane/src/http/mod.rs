@@ -105,6 +105,12 @@ async fn dispatch(shard: &Shard, req: Request<Incoming>) -> Result<Reply, ApiErr
         (["api", "campaigns", id, "purchase"], &Method::POST) => {
             routes::purchase::post(shard, id, req).await
         }
+        (["api", "campaigns", id, "challenge"], &Method::POST) => {
+            routes::challenge::challenge(shard, id, req).await
+        }
+        (["api", "campaigns", id, "ticket"], &Method::POST) => {
+            routes::challenge::ticket(shard, id, req).await
+        }
         (["api", "orders", id], &Method::GET) => routes::orders::get(shard, id, req).await,
         (["api", "orders", id, "pay"], &Method::POST) => routes::pay::post(shard, id, req).await,
         (["dl", token], &Method::GET) => routes::download::get(shard, token).await,
@@ -112,7 +118,7 @@ async fn dispatch(shard: &Shard, req: Request<Incoming>) -> Result<Reply, ApiErr
         | (["api", "session"], _)
         | (["api", "campaigns"], _)
         | (["api", "campaigns", _], _)
-        | (["api", "campaigns", _, "purchase"], _)
+        | (["api", "campaigns", _, "purchase" | "challenge" | "ticket"], _)
         | (["api", "orders", _], _)
         | (["api", "orders", _, "pay"], _)
         | (["dl", _], _) => Err(ApiError::MethodNotAllowed),

@@ -60,6 +60,14 @@ pub enum ApiError {
     },
     /// Blacklisted client or user.
     Blocked,
+    /// A purchase without a valid, unused ticket of this user for this campaign.
+    TicketInvalid,
+    /// An unknown, expired or used challenge, or a nonce that does not solve it.
+    ChallengeInvalid,
+    /// The campaign issued all the tickets it may.
+    TicketsExhausted,
+    /// The campaign does not use tickets.
+    NoTickets,
 }
 
 impl From<crate::guard::Refusal> for ApiError {
@@ -94,7 +102,9 @@ impl ApiError {
             LinkInvalid => StatusCode::FORBIDDEN,
             Unavailable | Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Blocked => StatusCode::FORBIDDEN,
+            Blocked | TicketInvalid | ChallengeInvalid => StatusCode::FORBIDDEN,
+            TicketsExhausted => StatusCode::CONFLICT,
+            NoTickets => StatusCode::NOT_FOUND,
         }
     }
 
@@ -121,6 +131,10 @@ impl ApiError {
             Busy { .. } => "busy",
             RateLimited { .. } => "rate_limited",
             Blocked => "blocked",
+            TicketInvalid => "ticket_invalid",
+            ChallengeInvalid => "challenge_invalid",
+            TicketsExhausted => "tickets_exhausted",
+            NoTickets => "no_tickets",
         }
     }
 
@@ -147,6 +161,10 @@ impl ApiError {
             Busy { .. } => "too many purchases right now; retry shortly".into(),
             RateLimited { .. } => "too many requests; slow down".into(),
             Blocked => "access denied".into(),
+            TicketInvalid => "a valid, unused ticket for this campaign is required".into(),
+            ChallengeInvalid => "unknown, expired or used challenge, or a wrong nonce".into(),
+            TicketsExhausted => "every ticket of this campaign has been issued".into(),
+            NoTickets => "this campaign needs no ticket".into(),
         }
     }
 

@@ -1,11 +1,12 @@
 -- One purchase on one stock partition, atomically.
 -- KEYS: part, buyers, holds, events, [idempotency record]
--- ARGV: user, quantity, campaign id, partition, order key prefix, idempotency ttl (s)
+-- ARGV: user, quantity, campaign id, partition, order key prefix, idempotency ttl (s),
+--       ticket-used key ('' when the campaign needs no ticket), its ttl (s)
 -- Returns {outcome, ...}:
 --   {'held', order_id, pay_by_ms}      a unit is held (also the replay of an earlier key)
 --   {'dry', stock}                      this partition cannot serve the quantity
 --   {'limit_reached', have}
---   {'not_started', starts_at_ms} | {'ended'} | {'paused'} | {'unknown'}
+--   {'not_started', starts_at_ms} | {'ended'} | {'paused'} | {'unknown'} | {'ticket_used'}
 local part, buyers, holds, events, idem = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local user, qty = ARGV[1], tonumber(ARGV[2])
 local oprefix = ARGV[5]
@@ -29,6 +30,9 @@ local starts, ends = tonumber(m[2]), tonumber(m[3])
 if starts > 0 and now < starts then return {'not_started', m[2]} end
 if ends > 0 and now >= ends then return {'ended'} end
 
+local ticket = ARGV[7]
+if ticket ~= '' and redis.call('EXISTS', ticket) == 1 then return {'ticket_used'} end
+
 local have = tonumber(redis.call('HGET', buyers, user) or '0')
 if have + qty > tonumber(m[4]) then return {'limit_reached', have} end
 local stock = tonumber(m[6])
@@ -44,6 +48,7 @@ redis.call('HSET', oprefix .. oid, 'user', user, 'qty', qty, 'status', 'held',
   'pay_by_ms', pay_by, 'created_ms', string.format('%d', now))
 redis.call('ZADD', holds, pay_by, oid)
 if idem then redis.call('SET', idem, oid, 'EX', ARGV[6]) end
+if ticket ~= '' then redis.call('SET', ticket, oid, 'EX', ARGV[8]) end
 redis.call('XADD', events, '*', 'type', 'held', 'order_id', oid, 'user', user,
   'qty', qty, 'pay_by_ms', pay_by)
 return {'held', oid, pay_by}

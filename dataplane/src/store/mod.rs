@@ -4,12 +4,14 @@
 mod conn;
 mod orders;
 mod purchase;
+mod tickets;
 mod transfer;
 
 pub(crate) use conn::connect;
 pub use conn::{RedisConn, Reply, StoreError};
 pub use orders::Payment;
 pub use purchase::{Purchase, PurchaseRequest};
+pub use tickets::{Challenge, Issue};
 pub use transfer::{rebalance, PartitionProbe};
 
 use redis::{Script, Value};

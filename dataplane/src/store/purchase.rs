@@ -15,6 +15,9 @@ pub struct PurchaseRequest<'a> {
     pub user: &'a str,
     pub quantity: u32,
     pub idempotency_key: Option<&'a str>,
+    /// The id of the ticket this purchase uses (campaigns that require one), and how
+    /// long its use is remembered.
+    pub ticket: Option<(&'a str, u64)>,
 }
 
 /// Every way a purchase can end. Refusals are outcomes, not errors.
@@ -39,6 +42,8 @@ pub enum Purchase {
     UnknownCampaign,
     /// Stock kept moving away for too many rounds; the client may retry.
     Contended,
+    /// The ticket was used by an earlier purchase.
+    TicketUsed,
 }
 
 /// Rounds of "dry, refill, retry" before a purchase gives up as contended.
@@ -122,11 +127,24 @@ impl Store {
             self.idempotency_ttl_s.to_string(),
         );
         let prefix = keys.order_prefix();
+        let (ticket, ticket_ttl) = match req.ticket {
+            Some((id, ttl)) => (keys.ticket(id), ttl.to_string()),
+            None => (String::new(), String::new()),
+        };
         let reply = self
             .eval(
                 &scripts::PURCHASE,
                 &ks,
-                &[req.user, &qty, req.campaign, &pidx, &prefix, &ttl],
+                &[
+                    req.user,
+                    &qty,
+                    req.campaign,
+                    &pidx,
+                    &prefix,
+                    &ttl,
+                    &ticket,
+                    &ticket_ttl,
+                ],
             )
             .await?;
         let v = items(reply)?;
@@ -145,6 +163,7 @@ impl Store {
             "ended" => Purchase::Ended,
             "paused" => Purchase::Paused,
             "unknown" => Purchase::UnknownCampaign,
+            "ticket_used" => Purchase::TicketUsed,
             other => {
                 return Err(StoreError::Protocol(format!(
                     "purchase script answered '{other}'"

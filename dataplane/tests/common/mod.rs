@@ -340,6 +340,8 @@ pub fn spec(id: &str, total: u64, partitions: u32, limit: u32) -> CampaignSpec {
         ends_at: None,
         codes_file: None,
         content_file: None,
+        require_ticket: false,
+        ticket_factor: 3,
     }
 }
 

@@ -1,6 +1,7 @@
 //! One module per route, each the same shape: parse, check, apply, respond.
 
 pub mod campaigns;
+pub mod challenge;
 pub mod download;
 pub mod orders;
 pub mod pay;

@@ -6,6 +6,7 @@ use hyper::Request;
 use serde::Deserialize;
 
 use crate::campaign::State;
+use crate::guard::pow;
 use crate::http::reply::{ok, Reply};
 use crate::http::{authenticate, read_json, ApiError};
 use crate::shard::Shard;
@@ -16,6 +17,9 @@ use crate::store::{Purchase, PurchaseRequest};
 struct Body {
     #[serde(default = "one")]
     quantity: i64,
+    /// The qualification ticket, for campaigns that require one.
+    #[serde(default)]
+    ticket: Option<String>,
 }
 
 fn one() -> i64 {
@@ -56,7 +60,7 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
     let body: Body = read_json(shard, req).await?;
 
     // The shard's own verdict, taken before any Redis call.
-    let (partitions, limit, refusal) = shard
+    let (partitions, limit, needs_ticket, refusal) = shard
         .with_campaign(id, |v| {
             let c = &v.campaign;
             let now = crate::now_ms();
@@ -76,7 +80,12 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
                 State::Live if v.sold_out => Some(ApiError::SoldOut),
                 State::Live => None,
             };
-            (c.spec.partitions, c.spec.per_user_limit, refusal)
+            (
+                c.spec.partitions,
+                c.spec.per_user_limit,
+                c.spec.require_ticket,
+                refusal,
+            )
         })
         .ok_or(ApiError::UnknownCampaign)?;
 
@@ -103,6 +112,17 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
             "quantity: must be between 1 and {limit}"
         )));
     }
+    let ticket = if needs_ticket {
+        let t = body
+            .ticket
+            .as_deref()
+            .and_then(|t| pow::verify_ticket(&shard.settings.secret, t, crate::now_ms()).ok())
+            .filter(|t| t.campaign == id && t.user == user)
+            .ok_or(ApiError::TicketInvalid)?;
+        Some(t.id)
+    } else {
+        None
+    };
     shard
         .guard
         .borrow_mut()
@@ -115,6 +135,9 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
             user: &user,
             quantity: body.quantity as u32,
             idempotency_key: idem.as_deref(),
+            ticket: ticket
+                .as_deref()
+                .map(|t| (t, shard.settings.tickets.ticket_ttl_s * 2)),
         })
         .await
         .map_err(|e| {
@@ -137,5 +160,6 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
         Purchase::Paused => Err(ApiError::Paused),
         Purchase::UnknownCampaign => Err(ApiError::UnknownCampaign),
         Purchase::Contended => Err(ApiError::Busy { retry_after_s: 1 }),
+        Purchase::TicketUsed => Err(ApiError::TicketInvalid),
     }
 }

@@ -107,3 +107,11 @@ bench-http SHARDS="1" ROUNDS="3" SECONDS="5":
 # Order pipeline: worker throughput into SQLite and pay-to-delivered latency in a surge.
 bench-orders ORDERS="20000":
     bench/orders.sh {{ORDERS}}
+
+# Fuzz request parsing and validation for SECONDS (cargo-fuzz; stable Rust via RUSTC_BOOTSTRAP).
+fuzz SECONDS="600":
+    #!/usr/bin/env bash
+    set -euo pipefail
+    command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+    cd fuzz
+    RUSTC_BOOTSTRAP=1 cargo fuzz run request -- -max_total_time={{SECONDS}} -print_final_stats=1

@@ -24,6 +24,7 @@ pub mod config;
 pub mod control;
 pub mod guard;
 mod http;
+pub use http::{request, ApiError};
 pub mod keys;
 pub mod ledger;
 pub mod orders;

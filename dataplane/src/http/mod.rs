@@ -2,6 +2,7 @@
 
 mod io;
 mod reply;
+pub mod request;
 mod routes;
 
 pub use reply::ApiError;
@@ -12,7 +13,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{Method, Request};
+use hyper::Request;
 use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 use std::convert::Infallible;
@@ -24,6 +25,7 @@ use std::time::Duration;
 use crate::shard::Shard;
 use crate::{auth, guard};
 use reply::Reply;
+use request::Route;
 use std::net::IpAddr;
 use std::time::Instant;
 
@@ -95,58 +97,30 @@ async fn route(shard: &Shard, req: Request<Incoming>, peer: IpAddr) -> Reply {
 
 async fn dispatch(shard: &Shard, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let path = req.uri().path().to_string();
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let method = req.method().clone();
-    let result = match (segments.as_slice(), &method) {
-        (["api", "time"], &Method::GET) => routes::time::get(),
-        (["api", "session"], &Method::POST) => routes::session::post(shard, req).await,
-        (["api", "campaigns"], &Method::GET) => routes::campaigns::list(shard),
-        (["api", "campaigns", id], &Method::GET) => routes::campaigns::get(shard, id),
-        (["api", "campaigns", id, "purchase"], &Method::POST) => {
-            routes::purchase::post(shard, id, req).await
-        }
-        (["api", "campaigns", id, "challenge"], &Method::POST) => {
-            routes::challenge::challenge(shard, id, req).await
-        }
-        (["api", "campaigns", id, "ticket"], &Method::POST) => {
-            routes::challenge::ticket(shard, id, req).await
-        }
-        (["api", "orders", id], &Method::GET) => routes::orders::get(shard, id, req).await,
-        (["api", "orders", id, "pay"], &Method::POST) => routes::pay::post(shard, id, req).await,
-        (["dl", token], &Method::GET) => routes::download::get(shard, token).await,
-        (["api", "time"], _)
-        | (["api", "session"], _)
-        | (["api", "campaigns"], _)
-        | (["api", "campaigns", _], _)
-        | (["api", "campaigns", _, "purchase" | "challenge" | "ticket"], _)
-        | (["api", "orders", _], _)
-        | (["api", "orders", _, "pay"], _)
-        | (["dl", _], _) => Err(ApiError::MethodNotAllowed),
-        _ => Err(ApiError::NotFound),
-    };
-    result
+    match Route::of(req.method(), &path)? {
+        Route::Time => routes::time::get(),
+        Route::Session => routes::session::post(shard, req).await,
+        Route::Campaigns => routes::campaigns::list(shard),
+        Route::Campaign(id) => routes::campaigns::get(shard, id),
+        Route::Purchase(id) => routes::purchase::post(shard, id, req).await,
+        Route::Challenge(id) => routes::challenge::challenge(shard, id, req).await,
+        Route::Ticket(id) => routes::challenge::ticket(shard, id, req).await,
+        Route::Order(id) => routes::orders::get(shard, id, req).await,
+        Route::Pay(id) => routes::pay::post(shard, id, req).await,
+        Route::Download(token) => routes::download::get(shard, token).await,
+    }
 }
 
 /// The user a request's bearer token names.
 fn authenticate(shard: &Shard, req: &Request<Incoming>) -> Result<String, ApiError> {
-    let header = req
-        .headers()
-        .get(hyper::header::AUTHORIZATION)
-        .ok_or(ApiError::Unauthenticated("missing bearer token"))?;
-    let token = header
-        .to_str()
-        .ok()
-        .and_then(|h| h.strip_prefix("Bearer "))
-        .ok_or(ApiError::Unauthenticated(
-            "expected 'Authorization: Bearer <token>'",
-        ))?;
-    let user =
-        auth::verify_token(&shard.settings.secret, token.trim(), crate::now_ms()).map_err(|e| {
-            ApiError::Unauthenticated(match e {
-                auth::TokenError::Expired => "token expired",
-                _ => "invalid token",
-            })
-        })?;
+    let header = req.headers().get(hyper::header::AUTHORIZATION);
+    let token = request::bearer(header.map(|h| h.as_bytes()))?;
+    let user = auth::verify_token(&shard.settings.secret, token, crate::now_ms()).map_err(|e| {
+        ApiError::Unauthenticated(match e {
+            auth::TokenError::Expired => "token expired",
+            _ => "invalid token",
+        })
+    })?;
     let checked = shard.guard.borrow_mut().check_user(&user, Instant::now());
     if let Err(refusal) = checked {
         shard.refused(guard::blacklist::user_key(&user));
@@ -177,11 +151,5 @@ async fn read_json<T: DeserializeOwned>(
             }
         })?
         .to_bytes();
-    let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
-        b"{}"
-    } else {
-        &body
-    };
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
+    request::json_body(&body)
 }

@@ -6,10 +6,10 @@
 use hyper::body::Incoming;
 use hyper::Request;
 use rand::Rng;
-use serde::Deserialize;
 
 use crate::guard::pow::{self, Ticket};
 use crate::http::reply::{ok, Reply};
+use crate::http::request::SolutionBody;
 use crate::http::{authenticate, read_json, ApiError};
 use crate::shard::Shard;
 use crate::store::{Challenge, Issue};
@@ -61,17 +61,10 @@ pub async fn challenge(shard: &Shard, id: &str, req: Request<Incoming>) -> Resul
     })))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Solution {
-    challenge_id: String,
-    nonce: String,
-}
-
 pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let user = authenticate(shard, &req)?;
     let cap = cap(shard, id)?;
-    let s: Solution = read_json(shard, req).await?;
+    let s: SolutionBody = read_json(shard, req).await?;
     if s.challenge_id.len() != 32 || s.nonce.is_empty() || s.nonce.len() > 64 {
         return Err(ApiError::ChallengeInvalid);
     }

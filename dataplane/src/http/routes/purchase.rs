@@ -3,48 +3,14 @@
 
 use hyper::body::Incoming;
 use hyper::Request;
-use serde::Deserialize;
 
 use crate::campaign::State;
 use crate::guard::pow;
 use crate::http::reply::{ok, Reply};
+use crate::http::request::{self, PurchaseBody};
 use crate::http::{authenticate, read_json, ApiError};
 use crate::shard::Shard;
 use crate::store::{Purchase, PurchaseRequest};
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Body {
-    #[serde(default = "one")]
-    quantity: i64,
-    /// The qualification ticket, for campaigns that require one.
-    #[serde(default)]
-    ticket: Option<String>,
-}
-
-fn one() -> i64 {
-    1
-}
-
-/// Idempotency keys: 1-64 characters of letters, digits and `_ - . :`.
-fn idempotency_key(req: &Request<Incoming>) -> Result<Option<String>, ApiError> {
-    let Some(v) = req.headers().get("idempotency-key") else {
-        return Ok(None);
-    };
-    v.to_str()
-        .ok()
-        .filter(|k| {
-            (1..=64).contains(&k.len())
-                && k.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
-        })
-        .map(|k| Some(k.to_string()))
-        .ok_or_else(|| {
-            ApiError::BadRequest(
-                "Idempotency-Key: 1-64 characters of letters, digits and _ - . :".into(),
-            )
-        })
-}
 
 fn held(order_id: &str, pay_by_ms: i64) -> Reply {
     ok(&serde_json::json!({
@@ -56,8 +22,9 @@ fn held(order_id: &str, pay_by_ms: i64) -> Reply {
 
 pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let user = authenticate(shard, &req)?;
-    let idem = idempotency_key(&req)?;
-    let body: Body = read_json(shard, req).await?;
+    let idem =
+        request::idempotency_key(req.headers().get("idempotency-key").map(|v| v.as_bytes()))?;
+    let body: PurchaseBody = read_json(shard, req).await?;
 
     // The shard's own verdict, taken before any Redis call.
     let (partitions, limit, needs_ticket, refusal) = shard

@@ -3,24 +3,18 @@
 
 use hyper::body::Incoming;
 use hyper::Request;
-use serde::Deserialize;
 
 use crate::auth;
 use crate::http::reply::{ok, Reply};
+use crate::http::request::SessionBody;
 use crate::http::{read_json, ApiError};
 use crate::shard::Shard;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Body {
-    user_id: String,
-}
 
 pub async fn post(shard: &Shard, req: Request<Incoming>) -> Result<Reply, ApiError> {
     if !shard.settings.demo_issuer {
         return Err(ApiError::NotFound);
     }
-    let body: Body = read_json(shard, req).await?;
+    let body: SessionBody = read_json(shard, req).await?;
     if !auth::valid_user_id(&body.user_id) {
         return Err(ApiError::BadRequest(
             "user_id: 1-64 characters of letters, digits and _ - @ + .".into(),

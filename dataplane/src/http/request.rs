@@ -1,0 +1,157 @@
+//! What a client sends, checked without touching anything: the route a method and path
+//! name, JSON bodies, the idempotency key. Pure functions, so they can be fuzzed.
+
+use hyper::Method;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use super::ApiError;
+
+/// Every route of the shopper API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route<'a> {
+    Time,
+    Session,
+    Campaigns,
+    Campaign(&'a str),
+    Purchase(&'a str),
+    Challenge(&'a str),
+    Ticket(&'a str),
+    Order(&'a str),
+    Pay(&'a str),
+    Download(&'a str),
+}
+
+impl<'a> Route<'a> {
+    /// The route for a method and path: 404 for an unknown path, 405 for a known path
+    /// with another method.
+    pub fn of(method: &Method, path: &'a str) -> Result<Route<'a>, ApiError> {
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let (route, allowed) = match segments.as_slice() {
+            ["api", "time"] => (Route::Time, Method::GET),
+            ["api", "session"] => (Route::Session, Method::POST),
+            ["api", "campaigns"] => (Route::Campaigns, Method::GET),
+            ["api", "campaigns", id] => (Route::Campaign(id), Method::GET),
+            ["api", "campaigns", id, "purchase"] => (Route::Purchase(id), Method::POST),
+            ["api", "campaigns", id, "challenge"] => (Route::Challenge(id), Method::POST),
+            ["api", "campaigns", id, "ticket"] => (Route::Ticket(id), Method::POST),
+            ["api", "orders", id] => (Route::Order(id), Method::GET),
+            ["api", "orders", id, "pay"] => (Route::Pay(id), Method::POST),
+            ["dl", token] => (Route::Download(token), Method::GET),
+            _ => return Err(ApiError::NotFound),
+        };
+        if *method == allowed {
+            Ok(route)
+        } else {
+            Err(ApiError::MethodNotAllowed)
+        }
+    }
+}
+
+/// Parses a JSON body; an empty one reads as `{}`.
+pub fn json_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        body
+    };
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
+}
+
+/// `POST /api/campaigns/{id}/purchase`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PurchaseBody {
+    #[serde(default = "one")]
+    pub quantity: i64,
+    /// The qualification ticket, for campaigns that require one.
+    #[serde(default)]
+    pub ticket: Option<String>,
+}
+
+fn one() -> i64 {
+    1
+}
+
+/// `POST /api/session`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionBody {
+    pub user_id: String,
+}
+
+/// `POST /api/campaigns/{id}/ticket`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SolutionBody {
+    pub challenge_id: String,
+    pub nonce: String,
+}
+
+/// An `Idempotency-Key`: 1-64 characters of letters, digits and `_ - . :`.
+pub fn idempotency_key(value: Option<&[u8]>) -> Result<Option<String>, ApiError> {
+    let Some(v) = value else {
+        return Ok(None);
+    };
+    std::str::from_utf8(v)
+        .ok()
+        .filter(|k| {
+            (1..=64).contains(&k.len())
+                && k.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+        })
+        .map(|k| Some(k.to_string()))
+        .ok_or_else(|| {
+            ApiError::BadRequest(
+                "Idempotency-Key: 1-64 characters of letters, digits and _ - . :".into(),
+            )
+        })
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+pub fn bearer(value: Option<&[u8]>) -> Result<&str, ApiError> {
+    let v = value.ok_or(ApiError::Unauthenticated("missing bearer token"))?;
+    std::str::from_utf8(v)
+        .ok()
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::trim)
+        .ok_or(ApiError::Unauthenticated(
+            "expected 'Authorization: Bearer <token>'",
+        ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_by_method_and_path() {
+        assert_eq!(Route::of(&Method::GET, "/api/time"), Ok(Route::Time));
+        assert_eq!(
+            Route::of(&Method::POST, "/api/campaigns/c/purchase"),
+            Ok(Route::Purchase("c"))
+        );
+        assert_eq!(
+            Route::of(&Method::GET, "/api/campaigns/c/purchase"),
+            Err(ApiError::MethodNotAllowed)
+        );
+        assert_eq!(Route::of(&Method::GET, "/nope"), Err(ApiError::NotFound));
+        assert_eq!(
+            Route::of(&Method::GET, "/api/campaigns/c/x/y"),
+            Err(ApiError::NotFound)
+        );
+    }
+
+    #[test]
+    fn bodies_and_headers_are_checked() {
+        assert_eq!(json_body::<PurchaseBody>(b"  ").map(|b| b.quantity), Ok(1));
+        assert!(json_body::<PurchaseBody>(b"{\"quantity\": \"1\"}").is_err());
+        assert!(json_body::<PurchaseBody>(b"{\"x\": 1}").is_err());
+        assert_eq!(idempotency_key(None), Ok(None));
+        assert!(idempotency_key(Some(b"has space")).is_err());
+        assert!(idempotency_key(Some(&[0xff])).is_err());
+        assert_eq!(bearer(Some(b"Bearer abc ")), Ok("abc"));
+        assert!(bearer(Some(b"Basic abc")).is_err());
+    }
+}

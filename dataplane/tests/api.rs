@@ -287,3 +287,58 @@ fn a_body_that_trickles_in_gets_408() {
         10
     );
 }
+
+#[test]
+fn malformed_http_costs_only_its_own_connection() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 1);
+    let many_headers: String = (0..100).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let cases: Vec<(String, &str)> = vec![
+        ("NOT HTTP AT ALL\r\n\r\n".into(), "400"),
+        ("GET /api/time HTTP/1.1\r\nHost x\r\n\r\n".into(), "400"),
+        (
+            format!("GET /api/time HTTP/1.1\r\n{many_headers}\r\n"),
+            "431",
+        ),
+        (
+            format!(
+                "GET /api/time HTTP/1.1\r\nX-Big: {}\r\n\r\n",
+                "a".repeat(20_000)
+            ),
+            "431",
+        ),
+        (
+            "POST /api/session HTTP/1.1\r\nContent-Length: -5\r\n\r\n".into(),
+            "400",
+        ),
+    ];
+    for (raw, status) in cases {
+        let mut s = TcpStream::connect(("127.0.0.1", node.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let _ = s.write_all(raw.as_bytes());
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{:?} answered {answer:?}",
+            &raw[..raw.len().min(40)]
+        );
+    }
+    // Valid JSON, wrong shapes: a JSON error each; the node serves on.
+    let c = node.client();
+    for body in [
+        "[]",
+        "{\"user_id\": null}",
+        "{\"user_id\": \"x\", \"user_id\": \"y\"}",
+        "\"str\"",
+    ] {
+        let (code, v) = c.post("/api/session", None, body);
+        assert_eq!(
+            (code, v["error"].as_str()),
+            (400, Some("bad_request")),
+            "{body}"
+        );
+    }
+    assert_eq!(c.get("/api/time", None).0, 200);
+}

@@ -29,34 +29,23 @@ enum Command {
     Worker(WorkerArgs),
     /// Show or change the rate limits of every node, live.
     Limits {
-        #[arg(
-            long,
-            env = "SECKILL_REDIS",
-            default_value = "redis://127.0.0.1:6390",
-            global = true
-        )]
-        redis: String,
+        #[command(flatten)]
+        control: ControlPlane,
         #[command(subcommand)]
         command: LimitsCommand,
     },
     /// Block users or client IPs for a while, on every node.
     Blacklist {
-        #[arg(
-            long,
-            env = "SECKILL_REDIS",
-            default_value = "redis://127.0.0.1:6390",
-            global = true
-        )]
-        redis: String,
+        #[command(flatten)]
+        control: ControlPlane,
         #[command(subcommand)]
         command: BlacklistCommand,
     },
     /// Check a campaign's ledger across Redis, the order streams and the order stores.
     Reconcile {
         id: String,
-        /// Redis holding the campaign.
-        #[arg(long, env = "SECKILL_REDIS", default_value = "redis://127.0.0.1:6390")]
-        redis: String,
+        #[command(flatten)]
+        control: ControlPlane,
         /// Order stores (repeat for every worker's file); default: data/orders/*.sqlite.
         #[arg(long = "db")]
         dbs: Vec<PathBuf>,
@@ -69,17 +58,24 @@ enum Command {
     },
     /// Create, arm, start, pause, resume, stop and inspect campaigns.
     Campaign {
-        /// Redis holding the control plane.
-        #[arg(
-            long,
-            env = "SECKILL_REDIS",
-            default_value = "redis://127.0.0.1:6390",
-            global = true
-        )]
-        redis: String,
+        #[command(flatten)]
+        control: ControlPlane,
         #[command(subcommand)]
         command: CampaignCommand,
     },
+}
+
+/// Where the control plane is: campaigns, limits, the blacklist.
+#[derive(clap::Args)]
+struct ControlPlane {
+    /// Redis holding the control plane.
+    #[arg(
+        long,
+        env = "SECKILL_REDIS",
+        default_value = "redis://127.0.0.1:6390",
+        global = true
+    )]
+    redis: String,
 }
 
 #[derive(clap::Args)]
@@ -190,16 +186,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Command::Serve(a) => serve(a),
         Command::Worker(a) => worker(a),
-        Command::Limits { redis, command } => limits(&redis, command),
-        Command::Blacklist { redis, command } => blacklist(&redis, command),
+        Command::Limits { control, command } => limits(&control.redis, command),
+        Command::Blacklist { control, command } => blacklist(&control.redis, command),
         Command::Reconcile {
             id,
-            redis,
+            control,
             dbs,
             json,
             repair,
-        } => reconcile(&redis, &id, dbs, json, repair),
-        Command::Campaign { redis, command } => campaign(&redis, command),
+        } => reconcile(&control.redis, &id, dbs, json, repair),
+        Command::Campaign { control, command } => campaign(&control.redis, command),
     }
 }
 

@@ -301,44 +301,42 @@ pub fn reconcile(
             .extend(indexed.into_iter().filter(|o| !held.contains(o.as_str())));
     }
 
+    // Store differences are violations only once every event was read and acknowledged.
     let drained = r.drained();
-    let mut v = Vec::new();
-    if drained && !r.missing.is_empty() {
-        v.push(format!(
-            "{} acknowledged orders missing from every store",
-            r.missing.len()
-        ));
-    }
-    if drained && !r.mismatched.is_empty() {
-        v.push(format!(
-            "{} orders at another status in the stores than in Redis",
-            r.mismatched.len()
-        ));
-    }
-    if drained && !r.undelivered.is_empty() {
-        v.push(format!("{} paid orders not delivered", r.undelivered.len()));
-    }
-    if !r.delivered_twice.is_empty() {
-        v.push(format!(
-            "{} orders delivered more than once",
-            r.delivered_twice.len()
-        ));
-    }
-    if !r.codes_reused.is_empty() {
-        v.push(format!("{} codes handed out twice", r.codes_reused.len()));
-    }
-    if !r.overdue_holds.is_empty() {
-        v.push(format!(
-            "{} holds past their deadline not released",
-            r.overdue_holds.len()
-        ));
-    }
-    if !r.orphaned_holds.is_empty() {
-        v.push(format!(
-            "{} hold-index entries without a held order",
-            r.orphaned_holds.len()
-        ));
-    }
+    let findings = [
+        (
+            drained,
+            r.missing.len(),
+            "acknowledged orders missing from every store",
+        ),
+        (
+            drained,
+            r.mismatched.len(),
+            "orders at another status in the stores than in Redis",
+        ),
+        (drained, r.undelivered.len(), "paid orders not delivered"),
+        (
+            true,
+            r.delivered_twice.len(),
+            "orders delivered more than once",
+        ),
+        (true, r.codes_reused.len(), "codes handed out twice"),
+        (
+            true,
+            r.overdue_holds.len(),
+            "holds past their deadline not released",
+        ),
+        (
+            true,
+            r.orphaned_holds.len(),
+            "hold-index entries without a held order",
+        ),
+    ];
+    let v: Vec<String> = findings
+        .iter()
+        .filter(|(counts, n, _)| *counts && *n > 0)
+        .map(|(_, n, what)| format!("{n} {what}"))
+        .collect();
     r.violations.extend(v);
     Ok(r)
 }

@@ -352,8 +352,14 @@ pub fn open_sale(redis: &Redis, node: &Node, spec: CampaignSpec) {
     control::create(&mut con, spec).expect("create");
     control::arm(&mut con, &id).expect("arm");
     control::act(&mut con, &id, Action::Start).expect("start");
-    let c = node.client();
-    wait_until("the node to see the sale", Duration::from_secs(5), || {
-        c.get(&format!("/api/campaigns/{id}"), None).1["state"] == "live"
-    });
+    // Every shard learns of it on its own; fresh connections land on different shards.
+    wait_until(
+        "every shard to see the sale",
+        Duration::from_secs(5),
+        || {
+            (0..8).all(|_| {
+                node.client().get(&format!("/api/campaigns/{id}"), None).1["state"] == "live"
+            })
+        },
+    );
 }

@@ -293,12 +293,17 @@ fn malformed_http_costs_only_its_own_connection() {
     let redis = Redis::start();
     let node = Node::start(&redis, 1);
     let many_headers: String = (0..100).map(|i| format!("X-H{i}: v\r\n")).collect();
-    let cases: Vec<(String, &str)> = vec![
-        ("NOT HTTP AT ALL\r\n\r\n".into(), "400"),
-        ("GET /api/time HTTP/1.1\r\nHost x\r\n\r\n".into(), "400"),
+    let cases: Vec<(String, &str, &str)> = vec![
+        ("NOT HTTP AT ALL\r\n\r\n".into(), "400", "bad_request"),
+        (
+            "GET /api/time HTTP/1.1\r\nHost x\r\n\r\n".into(),
+            "400",
+            "bad_request",
+        ),
         (
             format!("GET /api/time HTTP/1.1\r\n{many_headers}\r\n"),
             "431",
+            "headers_too_large",
         ),
         (
             format!(
@@ -306,13 +311,15 @@ fn malformed_http_costs_only_its_own_connection() {
                 "a".repeat(20_000)
             ),
             "431",
+            "headers_too_large",
         ),
         (
             "POST /api/session HTTP/1.1\r\nContent-Length: -5\r\n\r\n".into(),
             "400",
+            "bad_request",
         ),
     ];
-    for (raw, status) in cases {
+    for (raw, status, code) in cases {
         let mut s = TcpStream::connect(("127.0.0.1", node.port)).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(5)))
             .expect("timeout");
@@ -324,6 +331,10 @@ fn malformed_http_costs_only_its_own_connection() {
             "{:?} answered {answer:?}",
             &raw[..raw.len().min(40)]
         );
+        let body = answer.split("\r\n\r\n").nth(1).unwrap_or("");
+        let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+        assert_eq!(v["error"], code, "{answer:?}");
+        assert!(v["message"].is_string());
     }
     // Valid JSON, wrong shapes: a JSON error each; the node serves on.
     let c = node.client();

@@ -63,6 +63,9 @@ pub struct TimedStream {
     header_timeout: Duration,
     idle_timeout: Duration,
     timer: Option<(Instant, Pin<Box<Timer>>)>,
+    /// A JSON error response written in place of the HTTP layer's own (empty) answer to
+    /// a request it could not parse, and how much of it went out.
+    replacement: Option<(Vec<u8>, usize)>,
 }
 
 impl TimedStream {
@@ -81,6 +84,7 @@ impl TimedStream {
             header_timeout,
             idle_timeout,
             timer: None,
+            replacement: None,
         };
         (s, clock)
     }
@@ -155,6 +159,56 @@ impl TimedStream {
             self.clock.set(Phase::Idle);
         }
     }
+
+    /// hyper answers a request it cannot parse (bad framing, too many or too large
+    /// headers) itself, with an empty body, before any handler runs. Such a response is
+    /// swallowed and a JSON error with the same status is written instead.
+    fn swallow(&mut self, first: &[u8]) -> bool {
+        if self.replacement.is_some() {
+            return true;
+        }
+        // Every response of ours carries a body; hyper's own error answers do not.
+        let empty = first
+            .windows(19)
+            .any(|w| w.eq_ignore_ascii_case(b"content-length: 0\r\n"));
+        if self.clock.phase.get() == Phase::Handling || !first.starts_with(b"HTTP/1.") || !empty {
+            return false;
+        }
+        let Some(status) = first
+            .get(9..12)
+            .and_then(|s| std::str::from_utf8(s).ok())
+            .and_then(|s| s.parse::<u16>().ok())
+            .filter(|s| *s >= 400)
+        else {
+            return false;
+        };
+        let e = super::ApiError::of_framing_status(status);
+        let body = e.body().to_string();
+        let head = format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            e.status().as_u16(),
+            e.status().canonical_reason().unwrap_or(""),
+            body.len()
+        );
+        self.replacement = Some(([head.into_bytes(), body.into_bytes()].concat(), 0));
+        true
+    }
+
+    /// Writes what is left of the replacement response.
+    fn poll_replacement(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while let Some((bytes, done)) = &mut self.replacement {
+            if *done == bytes.len() {
+                break;
+            }
+            match Pin::new(&mut self.inner).poll_write(cx, &bytes[*done..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => *done += n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
 }
 
 impl AsyncWrite for TimedStream {
@@ -163,6 +217,9 @@ impl AsyncWrite for TimedStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        if self.swallow(buf) {
+            return Poll::Ready(Ok(buf.len()));
+        }
         self.responding();
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
@@ -172,6 +229,13 @@ impl AsyncWrite for TimedStream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        let first = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .map_or(&[][..], |b| &b[..]);
+        if self.swallow(first) {
+            return Poll::Ready(Ok(bufs.iter().map(|b| b.len()).sum()));
+        }
         self.responding();
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
@@ -181,10 +245,16 @@ impl AsyncWrite for TimedStream {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        match self.poll_replacement(cx) {
+            Poll::Ready(Ok(())) => Pin::new(&mut self.inner).poll_flush(cx),
+            other => other,
+        }
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        match self.poll_replacement(cx) {
+            Poll::Ready(Ok(())) => Pin::new(&mut self.inner).poll_shutdown(cx),
+            other => other,
+        }
     }
 }

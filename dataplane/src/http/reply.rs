@@ -26,6 +26,8 @@ pub fn ok<T: Serialize>(body: &T) -> Reply {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiError {
     BadRequest(String),
+    /// A request head over the configured size or header count.
+    HeadersTooLarge,
     /// The request body did not arrive in time.
     Timeout,
     PayloadTooLarge,
@@ -91,6 +93,7 @@ impl ApiError {
         use ApiError::*;
         match self {
             BadRequest(_) => StatusCode::BAD_REQUEST,
+            HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Timeout => StatusCode::REQUEST_TIMEOUT,
             Unauthenticated(_) => StatusCode::UNAUTHORIZED,
@@ -112,6 +115,7 @@ impl ApiError {
         use ApiError::*;
         match self {
             BadRequest(_) => "bad_request",
+            HeadersTooLarge => "headers_too_large",
             PayloadTooLarge => "payload_too_large",
             Timeout => "timeout",
             Unauthenticated(_) => "unauthenticated",
@@ -142,6 +146,7 @@ impl ApiError {
         use ApiError::*;
         match self {
             BadRequest(m) => m.clone(),
+            HeadersTooLarge => "request head too large or too many header lines".into(),
             PayloadTooLarge => "request body too large".into(),
             Timeout => "the request body did not arrive in time".into(),
             Unauthenticated(m) => (*m).into(),
@@ -168,14 +173,29 @@ impl ApiError {
         }
     }
 
-    pub fn reply(&self) -> Reply {
+    /// The JSON body: `{"error", "message"}` and the fields some refusals add.
+    pub fn body(&self) -> serde_json::Value {
         let mut body = json!({ "error": self.code(), "message": self.message() });
         match self {
             ApiError::NotStarted { starts_at_ms } => body["starts_at_ms"] = json!(starts_at_ms),
             ApiError::NotEnough { remaining } => body["remaining"] = json!(remaining),
             _ => {}
         }
-        let mut r = json(self.status(), &body);
+        body
+    }
+
+    /// The error the HTTP layer's own status for an unparsable request stands for.
+    pub fn of_framing_status(status: u16) -> ApiError {
+        match status {
+            431 => ApiError::HeadersTooLarge,
+            413 => ApiError::PayloadTooLarge,
+            408 => ApiError::Timeout,
+            _ => ApiError::BadRequest("malformed HTTP request".into()),
+        }
+    }
+
+    pub fn reply(&self) -> Reply {
+        let mut r = json(self.status(), &self.body());
         let retry_after = match self {
             ApiError::Unavailable => Some(1),
             ApiError::Busy { retry_after_s } | ApiError::RateLimited { retry_after_s } => {

@@ -1,8 +1,7 @@
-//! `seckill-sim`: traffic against a seckill data plane.
-
-mod burst;
+//! `seckill-sim`: traffic against a seckill data plane — surges, bots, and a verdict.
 
 use clap::{Parser, Subcommand};
+use seckill_simulator::{burst, run};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -18,13 +17,16 @@ struct Args {
 
 #[derive(Subcommand)]
 enum Command {
-    /// A burst of real purchases from many users, then the outcome and the ledger.
+    /// Run a scenario: open-model surge with bots, then latency, outcomes, winners, ledger.
+    Run(Box<run::RunArgs>),
+    /// A closed-loop burst of real purchases from many users, then the outcome and the ledger.
     Burst(burst::BurstArgs),
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
     let result = match args.command {
+        Command::Run(a) => run::run(&a),
         Command::Burst(a) => burst::run(&a),
     };
     match result {

@@ -1,0 +1,14 @@
+//! seckill's simulator: testers rehearse a sale against a real data plane.
+//!
+//! - [`scenario`]: what to run, from TOML with flag overrides;
+//! - [`plan`]: the arrival plan, fixed before the run (open model);
+//! - [`engine`]: thread-per-core load with keep-alive pools per source address, latency
+//!   from the planned instant into HdrHistogram;
+//! - [`run`]: sets up the sale, runs, reports who won, checks the ledger and thresholds;
+//! - [`burst`]: a simple closed-loop burst (the demo's).
+
+pub mod burst;
+pub mod engine;
+pub mod plan;
+pub mod run;
+pub mod scenario;

@@ -1,0 +1,137 @@
+//! The arrival plan: when each request is meant to be sent, by whom, from where. Fixed
+//! before the run starts, so the load never waits on replies (an open model).
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use crate::scenario::{Profile, Scenario};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Persona {
+    Shopper,
+    Hammer,
+    IpRotator,
+    Forger,
+}
+
+impl Persona {
+    pub const ALL: [Persona; 4] = [
+        Persona::Shopper,
+        Persona::Hammer,
+        Persona::IpRotator,
+        Persona::Forger,
+    ];
+
+    pub fn is_bot(self) -> bool {
+        self != Persona::Shopper
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Persona::Shopper => "shopper",
+            Persona::Hammer => "hammer",
+            Persona::IpRotator => "ip_rotator",
+            Persona::Forger => "forger",
+        }
+    }
+}
+
+/// One planned purchase.
+#[derive(Debug, Clone)]
+pub struct Arrival {
+    /// When it is meant to be sent, from the start of the run.
+    pub at: Duration,
+    pub persona: Persona,
+    /// Index into the token table.
+    pub user: usize,
+    /// Source address (127.0.0.0/8), so one machine stands for many clients.
+    pub ip: Ipv4Addr,
+    pub pays: bool,
+    pub retries: bool,
+}
+
+/// Token table indices of the bots' accounts; shoppers are `0..users`.
+pub fn hammer_user(users: usize) -> usize {
+    users
+}
+pub fn rotator_user(users: usize) -> usize {
+    users + 1
+}
+
+/// The rate (per second) at time `t` seconds into the run.
+pub fn rate_at(s: &Scenario, t: f64) -> f64 {
+    let a = &s.arrivals;
+    let since_start = t - s.campaign.starts_in_s;
+    match a.profile {
+        Profile::Constant => a.rate,
+        Profile::Ramp => {
+            if since_start < 0.0 {
+                a.rate * 0.01
+            } else {
+                a.rate * (since_start / a.ramp_s).clamp(0.01, 1.0)
+            }
+        }
+        Profile::Spike => {
+            if (0.0..a.ramp_s).contains(&since_start) {
+                a.rate
+            } else {
+                a.rate * 0.1
+            }
+        }
+    }
+}
+
+fn shopper_ip(user: usize) -> Ipv4Addr {
+    // 127.1.0.0 - 127.254.255.255: spread shoppers over many source addresses.
+    let n = user as u32 % (254 * 65_536);
+    Ipv4Addr::new(127, 1 + (n >> 16) as u8, (n >> 8) as u8, n as u8)
+}
+
+pub fn build(s: &Scenario, seed: u64) -> Vec<Arrival> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let p = &s.personas;
+    let shares = [p.shopper, p.hammer, p.ip_rotator, p.forger];
+    let total: f64 = shares.iter().sum();
+    let users = s.population.users;
+    let mut out = Vec::new();
+    let mut t = 0.0;
+    let mut next_shopper = 0usize;
+    while t < s.duration_s {
+        let mut pick = rng.random::<f64>() * total;
+        let persona = Persona::ALL
+            .into_iter()
+            .zip(shares)
+            .find(|(_, share)| {
+                pick -= share;
+                pick < 0.0
+            })
+            .map_or(Persona::Shopper, |(p, _)| p);
+        let (user, ip) = match persona {
+            Persona::Shopper => {
+                let u = next_shopper % users;
+                next_shopper += 1;
+                (u, shopper_ip(u))
+            }
+            Persona::Hammer => (hammer_user(users), Ipv4Addr::new(127, 0, 0, 2)),
+            Persona::IpRotator => (
+                rotator_user(users),
+                Ipv4Addr::new(127, 0, rng.random_range(1..255), rng.random_range(3..255)),
+            ),
+            Persona::Forger => (rng.random_range(0..users), Ipv4Addr::new(127, 0, 0, 3)),
+        };
+        out.push(Arrival {
+            at: Duration::from_secs_f64(t),
+            persona,
+            user,
+            ip,
+            pays: persona == Persona::Shopper && rng.random::<f64>() < s.population.pay_fraction,
+            retries: persona == Persona::Shopper
+                && rng.random::<f64>() < s.population.retry_fraction,
+        });
+        t += 1.0 / rate_at(s, t).max(0.1);
+    }
+    out
+}

@@ -1,0 +1,362 @@
+//! `seckill-sim run`: set up the sale, run the plan, report, check the ledger and the
+//! thresholds.
+
+use anyhow::{bail, Context as _};
+use clap::Args;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::net::ToSocketAddrs;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use seckill_dataplane::campaign::{format_instant_ms, Action, CampaignSpec};
+use seckill_dataplane::ledger::Ledger;
+use seckill_dataplane::{control, ledger};
+
+use crate::engine::{self, Tally};
+use crate::plan::{self, Persona};
+use crate::scenario::{Overrides, Scenario};
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// The scenario file.
+    #[arg(long, default_value = "config/scenarios/launch.toml")]
+    pub scenario: PathBuf,
+    #[command(flatten)]
+    pub overrides: Overrides,
+    /// Print the report as JSON instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Seed of the arrival plan (the same seed, the same plan).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    pub count: u64,
+}
+
+impl Latency {
+    fn of(h: &hdrhistogram::Histogram<u64>) -> Self {
+        let ms = |us: u64| us as f64 / 1000.0;
+        Latency {
+            p50_ms: ms(h.value_at_quantile(0.5)),
+            p90_ms: ms(h.value_at_quantile(0.9)),
+            p99_ms: ms(h.value_at_quantile(0.99)),
+            p999_ms: ms(h.value_at_quantile(0.999)),
+            max_ms: ms(h.max()),
+            count: h.len(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub scenario: Scenario,
+    pub campaign: String,
+    pub sale_opens: String,
+    /// Purchases planned per second over the run, and answered per second.
+    pub offered_per_s: f64,
+    pub achieved_per_s: f64,
+    pub planned: u64,
+    /// Every request sent: purchases, retries and payments.
+    pub requests: u64,
+    /// Purchase answers per persona: outcome → count.
+    pub outcomes: BTreeMap<String, BTreeMap<String, u64>>,
+    pub purchase_latency: Latency,
+    pub pay_latency: Latency,
+    /// How late requests left compared with the plan (the simulator's own lag).
+    pub send_lag: Latency,
+    /// Units won: by persona.
+    pub units_won: BTreeMap<String, u64>,
+    pub units_to_people: u64,
+    pub units_to_bots: u64,
+    pub paid: u64,
+    pub retry_mismatches: u64,
+    pub ledger: Ledger,
+    pub failures: Vec<String>,
+}
+
+impl Report {
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+fn tokens(target: &str, names: &[String], threads: usize) -> anyhow::Result<Vec<String>> {
+    let chunk = names.len().div_ceil(threads.max(1)).max(1);
+    let parts: Vec<_> = names
+        .chunks(chunk)
+        .map(|names| {
+            let (names, target) = (names.to_vec(), target.to_string());
+            std::thread::spawn(move || -> anyhow::Result<Vec<String>> {
+                let agent = ureq::AgentBuilder::new()
+                    .timeout(Duration::from_secs(10))
+                    .build();
+                names
+                    .iter()
+                    .map(|n| {
+                        let v: serde_json::Value = agent
+                            .post(&format!("{target}/api/session"))
+                            .send_json(serde_json::json!({ "user_id": n }))
+                            .context("getting a token (is the data plane's demo issuer on?)")?
+                            .into_json()?;
+                        Ok(v["token"]
+                            .as_str()
+                            .context("no token in the answer")?
+                            .to_string())
+                    })
+                    .collect()
+            })
+        })
+        .collect();
+    let mut out = Vec::with_capacity(names.len());
+    for p in parts {
+        out.extend(
+            p.join()
+                .map_err(|_| anyhow::anyhow!("a token thread panicked"))??,
+        );
+    }
+    Ok(out)
+}
+
+/// Creates, arms and starts a fresh copy of the campaign file, opening at `opens_ms`.
+fn open_sale(s: &Scenario, file: &std::path::Path, opens_ms: i64) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("campaign.create: reading {}", file.display()))?;
+    let mut spec =
+        CampaignSpec::from_toml(&text).with_context(|| format!("in {}", file.display()))?;
+    spec.id = format!(
+        "{}-sim{}",
+        spec.id.chars().take(16).collect::<String>(),
+        opens_ms % 1_000_000_000
+    );
+    spec.starts_at = Some(format_instant_ms(opens_ms));
+    spec.ends_at = None;
+    let mut con =
+        control::connect(&s.redis).with_context(|| format!("redis: connecting to {}", s.redis))?;
+    let id = spec.id.clone();
+    control::create(&mut con, spec)?;
+    control::arm(&mut con, &id)?;
+    control::act(&mut con, &id, Action::Start)?;
+    Ok(id)
+}
+
+pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
+    let mut s = Scenario::load(&a.scenario)?;
+    s.apply(&a.overrides);
+    s.validate()?;
+    let report = execute(&s, a.seed)?;
+    let json = serde_json::to_string_pretty(&report)?;
+    if let Some(out) = &a.out {
+        std::fs::write(out, &json).with_context(|| format!("--out: writing {}", out.display()))?;
+    }
+    if a.json {
+        println!("{json}");
+    } else {
+        print!("{}", summary(&report));
+    }
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Runs a validated scenario and builds its report.
+pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
+    let target = s
+        .target
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .with_context(|| format!("target: cannot resolve {}", s.target))?;
+    let threads = s
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let users = s.population.users;
+    let mut names: Vec<String> = (0..users).map(|u| format!("shopper-{u}")).collect();
+    names.push("bot-hammer".into());
+    names.push("bot-rotator".into());
+    let tokens = match &s.secret_file {
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("secret_file: reading {}", path.display()))?;
+            let secret = seckill_dataplane::auth::Secret::new(
+                String::from_utf8_lossy(&bytes).trim().as_bytes().to_vec(),
+            )
+            .context("secret_file: fewer than 16 bytes")?;
+            let expires = seckill_dataplane::now_ms() + 3_600_000;
+            names
+                .iter()
+                .map(|n| seckill_dataplane::auth::issue_token(&secret, n, expires))
+                .collect()
+        }
+        None => tokens(&s.target, &names, 8)?,
+    };
+
+    let lead = Duration::from_millis(500);
+    let start = Instant::now() + lead;
+    let opens_ms = seckill_dataplane::now_ms()
+        + lead.as_millis() as i64
+        + (s.campaign.starts_in_s * 1000.0) as i64;
+    let campaign = match (&s.campaign.create, &s.campaign.id) {
+        (Some(file), _) => open_sale(s, file, opens_ms)?,
+        (None, Some(id)) => id.clone(),
+        (None, None) => bail!("campaign: give create or id"),
+    };
+    let plan = plan::build(s, seed);
+    let planned = plan.len() as u64;
+    let ctx = Arc::new(engine::Context {
+        target,
+        campaign: campaign.clone(),
+        tokens,
+        start,
+        deadline: start + Duration::from_secs_f64(s.duration_s) + engine::GRACE,
+    });
+    let tally = engine::run(plan, threads, ctx);
+    let elapsed = start.elapsed().as_secs_f64().max(s.duration_s);
+
+    // Let the shards' pipelines settle before reading the ledger.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut con =
+        control::connect(&s.redis).with_context(|| format!("redis: connecting to {}", s.redis))?;
+    let c = control::get(&mut con, &campaign)?;
+    let ledger = ledger::check(&mut con, &c)?;
+    Ok(build_report(
+        s, campaign, opens_ms, planned, elapsed, tally, ledger,
+    ))
+}
+
+fn build_report(
+    s: &Scenario,
+    campaign: String,
+    opens_ms: i64,
+    planned: u64,
+    elapsed: f64,
+    t: Tally,
+    ledger: Ledger,
+) -> Report {
+    let mut outcomes: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for ((p, o), n) in &t.outcomes {
+        *outcomes
+            .entry(p.name().into())
+            .or_default()
+            .entry(o.clone())
+            .or_default() += n;
+    }
+    let mut units_won: BTreeMap<String, u64> = BTreeMap::new();
+    let mut orders = std::collections::HashSet::new();
+    for (p, _, order) in &t.held {
+        if orders.insert(order.clone()) {
+            *units_won.entry(p.name().into()).or_default() += 1;
+        }
+    }
+    let bots: u64 = Persona::ALL
+        .iter()
+        .filter(|p| p.is_bot())
+        .map(|p| units_won.get(p.name()).copied().unwrap_or(0))
+        .sum();
+    let people = units_won.get(Persona::Shopper.name()).copied().unwrap_or(0);
+    let answered: u64 = t
+        .outcomes
+        .iter()
+        .filter(|((_, o), _)| !o.starts_with("error"))
+        .map(|(_, n)| n)
+        .sum();
+    let purchase_latency = Latency::of(&t.purchase_us);
+    let mut failures = Vec::new();
+    if !ledger.holds() {
+        failures.push(format!("ledger: {}", ledger.violations.join("; ")));
+    }
+    if t.retry_mismatches > 0 {
+        failures.push(format!(
+            "{} retries did not get their first answer",
+            t.retry_mismatches
+        ));
+    }
+    if let Some(max) = s.thresholds.p99_ms {
+        if purchase_latency.p99_ms > max {
+            failures.push(format!(
+                "p99 purchase latency {:.1} ms above {max} ms",
+                purchase_latency.p99_ms
+            ));
+        }
+    }
+    if let Some(max) = s.thresholds.max_bot_units {
+        if bots > max {
+            failures.push(format!("bots won {bots} units, more than {max}"));
+        }
+    }
+    Report {
+        scenario: s.clone(),
+        campaign,
+        sale_opens: format_instant_ms(opens_ms),
+        offered_per_s: planned as f64 / s.duration_s,
+        achieved_per_s: answered as f64 / elapsed,
+        planned,
+        requests: t.sent,
+        outcomes,
+        pay_latency: Latency::of(&t.pay_us),
+        send_lag: Latency::of(&t.send_lag_us),
+        purchase_latency,
+        units_won,
+        units_to_people: people,
+        units_to_bots: bots,
+        paid: t.paid,
+        retry_mismatches: t.retry_mismatches,
+        ledger,
+        failures,
+    }
+}
+
+pub fn summary(r: &Report) -> String {
+    let mut out = String::new();
+    let l = &r.purchase_latency;
+    out += &format!(
+        "campaign {} (sale opened {}), {:.0} s, {} purchases planned\n",
+        r.campaign, r.sale_opens, r.scenario.duration_s, r.planned
+    );
+    out += &format!(
+        "offered {:.0}/s, answered {:.0}/s, {} requests in all (with retries and payments)\n",
+        r.offered_per_s, r.achieved_per_s, r.requests
+    );
+    out += &format!(
+        "purchase latency from the planned send: p50 {:.2} ms, p90 {:.2}, p99 {:.2}, p99.9 {:.2}, max {:.2}\n",
+        l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms, l.max_ms
+    );
+    out += &format!(
+        "payment latency: p50 {:.2} ms, p99 {:.2}; the simulator's own send lag: p99 {:.2} ms, max {:.2}\n",
+        r.pay_latency.p50_ms, r.pay_latency.p99_ms, r.send_lag.p99_ms, r.send_lag.max_ms
+    );
+    out += "outcomes:\n";
+    for (persona, outcomes) in &r.outcomes {
+        for (o, n) in outcomes {
+            out += &format!("  {persona:<11} {o:<28} {n:>9}\n");
+        }
+    }
+    out += &format!(
+        "units won: {} by people, {} by bots {:?}; {} paid\n",
+        r.units_to_people, r.units_to_bots, r.units_won, r.paid
+    );
+    out += &format!("ledger: {}\n", r.ledger);
+    if r.passed() {
+        out += "verdict: PASS\n";
+    } else {
+        out += &format!("verdict: FAIL: {}\n", r.failures.join("; "));
+    }
+    out
+}

@@ -1,0 +1,237 @@
+//! A scenario: what to run against which data plane, from TOML, with every field
+//! overridable by a flag.
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub target: String,
+    pub redis: String,
+    /// The data plane's secret: tokens are signed here. Without it, the simulator asks
+    /// the demo issuer (`POST /api/session`), from 127.0.0.1.
+    #[serde(default)]
+    pub secret_file: Option<PathBuf>,
+    pub duration_s: f64,
+    #[serde(default)]
+    pub threads: Option<usize>,
+    pub campaign: CampaignChoice,
+    pub arrivals: Arrivals,
+    pub population: Population,
+    pub personas: Personas,
+    #[serde(default)]
+    pub thresholds: Thresholds,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CampaignChoice {
+    /// A campaign file: a fresh copy is created, armed and started for the run.
+    #[serde(default)]
+    pub create: Option<PathBuf>,
+    /// An existing, live campaign.
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub starts_in_s: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    /// The same rate all along.
+    Constant,
+    /// From zero at the sale start up to the rate over `ramp_s`, then flat.
+    Ramp,
+    /// The rate for `ramp_s` from the sale start, a tenth of it before and after.
+    Spike,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Arrivals {
+    pub profile: Profile,
+    /// Peak purchases per second.
+    pub rate: f64,
+    #[serde(default = "one")]
+    pub ramp_s: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Population {
+    pub users: usize,
+    #[serde(default)]
+    pub pay_fraction: f64,
+    #[serde(default)]
+    pub retry_fraction: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Personas {
+    pub shopper: f64,
+    pub hammer: f64,
+    pub ip_rotator: f64,
+    pub forger: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Thresholds {
+    /// Largest acceptable p99 purchase latency (from the intended send time).
+    pub p99_ms: Option<f64>,
+    /// Most units bots may end up with.
+    pub max_bot_units: Option<u64>,
+}
+
+/// Flags that override the scenario file.
+#[derive(Args, Debug, Clone, Default)]
+pub struct Overrides {
+    #[arg(long)]
+    pub target: Option<String>,
+    #[arg(long, env = "SECKILL_REDIS")]
+    pub redis: Option<String>,
+    #[arg(long)]
+    pub secret_file: Option<PathBuf>,
+    #[arg(long)]
+    pub duration_s: Option<f64>,
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Campaign file to create a fresh copy of.
+    #[arg(long)]
+    pub create: Option<PathBuf>,
+    /// Existing live campaign to use.
+    #[arg(long)]
+    pub campaign: Option<String>,
+    #[arg(long)]
+    pub starts_in_s: Option<f64>,
+    #[arg(long, value_enum)]
+    pub profile: Option<Profile>,
+    #[arg(long)]
+    pub rate: Option<f64>,
+    #[arg(long)]
+    pub ramp_s: Option<f64>,
+    #[arg(long)]
+    pub users: Option<usize>,
+    #[arg(long)]
+    pub pay_fraction: Option<f64>,
+    #[arg(long)]
+    pub retry_fraction: Option<f64>,
+    #[arg(long)]
+    pub shopper: Option<f64>,
+    #[arg(long)]
+    pub hammer: Option<f64>,
+    #[arg(long)]
+    pub ip_rotator: Option<f64>,
+    #[arg(long)]
+    pub forger: Option<f64>,
+    #[arg(long)]
+    pub p99_ms: Option<f64>,
+    #[arg(long)]
+    pub max_bot_units: Option<u64>,
+}
+
+impl Scenario {
+    pub fn load(path: &std::path::Path) -> anyhow::Result<Scenario> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("in {}", path.display()))
+    }
+
+    pub fn apply(&mut self, o: &Overrides) {
+        macro_rules! set {
+            ($($field:expr => $value:expr),* $(,)?) => {
+                $(if let Some(v) = $value.clone() { $field = v; })*
+            };
+        }
+        set! {
+            self.target => o.target,
+            self.redis => o.redis,
+            self.duration_s => o.duration_s,
+            self.campaign.starts_in_s => o.starts_in_s,
+            self.arrivals.profile => o.profile,
+            self.arrivals.rate => o.rate,
+            self.arrivals.ramp_s => o.ramp_s,
+            self.population.users => o.users,
+            self.population.pay_fraction => o.pay_fraction,
+            self.population.retry_fraction => o.retry_fraction,
+            self.personas.shopper => o.shopper,
+            self.personas.hammer => o.hammer,
+            self.personas.ip_rotator => o.ip_rotator,
+            self.personas.forger => o.forger,
+        }
+        if o.secret_file.is_some() {
+            self.secret_file = o.secret_file.clone();
+        }
+        if o.threads.is_some() {
+            self.threads = o.threads;
+        }
+        if let Some(c) = &o.create {
+            self.campaign.create = Some(c.clone());
+            self.campaign.id = None;
+        }
+        if let Some(id) = &o.campaign {
+            self.campaign.id = Some(id.clone());
+            self.campaign.create = None;
+        }
+        if o.p99_ms.is_some() {
+            self.thresholds.p99_ms = o.p99_ms;
+        }
+        if o.max_bot_units.is_some() {
+            self.thresholds.max_bot_units = o.max_bot_units;
+        }
+    }
+
+    /// Checks every field, naming the one that is wrong.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if !self.target.starts_with("http://") {
+            bail!("target: expected http://host:port");
+        }
+        if !(self.duration_s > 0.0 && self.duration_s <= 3600.0) {
+            bail!("duration_s: must be above 0 and at most 3600");
+        }
+        if self.threads == Some(0) {
+            bail!("threads: must be at least 1");
+        }
+        if self.campaign.create.is_some() == self.campaign.id.is_some() {
+            bail!("campaign: give exactly one of create (a campaign file) or id (an existing campaign)");
+        }
+        if !(self.campaign.starts_in_s >= 0.0 && self.campaign.starts_in_s < self.duration_s) {
+            bail!("campaign.starts_in_s: must be 0 or more and less than duration_s");
+        }
+        if !(self.arrivals.rate > 0.0 && self.arrivals.rate <= 1_000_000.0) {
+            bail!("arrivals.rate: must be above 0 and at most 1000000");
+        }
+        if self.arrivals.ramp_s.is_nan() || self.arrivals.ramp_s <= 0.0 {
+            bail!("arrivals.ramp_s: must be above 0");
+        }
+        if self.population.users == 0 {
+            bail!("population.users: must be at least 1");
+        }
+        for (field, v) in [
+            ("population.pay_fraction", self.population.pay_fraction),
+            ("population.retry_fraction", self.population.retry_fraction),
+            ("personas.shopper", self.personas.shopper),
+            ("personas.hammer", self.personas.hammer),
+            ("personas.ip_rotator", self.personas.ip_rotator),
+            ("personas.forger", self.personas.forger),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                bail!("{field}: must be between 0 and 1");
+            }
+        }
+        let p = &self.personas;
+        if p.shopper + p.hammer + p.ip_rotator + p.forger <= 0.0 {
+            bail!("personas: at least one share must be above 0");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,222 @@
+//! The simulator run in-process against a real data plane and redis-server started here.
+
+use seckill_simulator::run::{execute, summary};
+use seckill_simulator::scenario::Scenario;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The data plane binary next to this test's own (cargo builds it for the workspace's
+/// tests), built here when missing.
+fn dataplane_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test path");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let bin = dir.join("seckill-dataplane");
+    if !bin.exists() {
+        let ok = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "-p",
+                "seckill-dataplane",
+                "--bin",
+                "seckill-dataplane",
+            ])
+            .status()
+            .expect("cargo build");
+        assert!(ok.success());
+    }
+    bin
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn scenario(dir: &std::path::Path, target: &str, redis: &str) -> Scenario {
+    let campaign = dir.join("c.toml");
+    std::fs::write(
+        &campaign,
+        "id = \"simt\"\nname = \"sim test\"\ntotal = 200\npartitions = 4\nper_user_limit = 1\nhold_ttl_s = 60\nprice_cents = 1\n",
+    )
+    .expect("campaign file");
+    let text = format!(
+        r#"
+target = "{target}"
+redis = "{redis}"
+secret_file = "{secret}"
+duration_s = 3
+threads = 2
+[campaign]
+create = "{campaign}"
+starts_in_s = 0.5
+[arrivals]
+profile = "ramp"
+rate = 600
+ramp_s = 1
+[population]
+users = 1000
+pay_fraction = 0.5
+retry_fraction = 0.2
+[personas]
+shopper = 0.85
+hammer = 0.05
+ip_rotator = 0.05
+forger = 0.05
+[thresholds]
+p99_ms = 2000
+max_bot_units = 2
+"#,
+        secret = dir.join("secret").display(),
+        campaign = campaign.display(),
+    );
+    let s: Scenario = toml::from_str(&text).expect("scenario");
+    s.validate().expect("valid");
+    s
+}
+
+#[test]
+fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rport = free_port();
+    let _redis = Killed(
+        Command::new("redis-server")
+            .args([
+                "--port",
+                &rport.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server"),
+    );
+    let redis = format!("redis://127.0.0.1:{rport}");
+    wait_for("redis", || {
+        seckill_dataplane::control::connect(&redis).is_ok()
+    });
+    std::fs::write(
+        dir.path().join("secret"),
+        "simulator test secret, long enough",
+    )
+    .expect("secret");
+    let port = free_port();
+    let d = dir.path().display();
+    std::fs::write(
+        dir.path().join("dp.toml"),
+        format!(
+            "listen = \"127.0.0.1:{port}\"\nredis = \"{redis}\"\nshards = 2\nsecret_file = \"{d}/secret\"\n\
+             [worker]\ndb = \"{d}/orders.sqlite\"\n[limits]\nip_rate = 50\nip_burst = 100\n"
+        ),
+    )
+    .expect("config");
+    let _node = Killed(
+        Command::new(dataplane_bin())
+            .args(["serve", "--config"])
+            .arg(dir.path().join("dp.toml"))
+            .env("RUST_LOG", "warn")
+            .spawn()
+            .expect("data plane"),
+    );
+    let target = format!("http://127.0.0.1:{port}");
+    wait_for("the data plane", || {
+        ureq::get(&format!("{target}/api/time")).call().is_ok()
+    });
+
+    let s = scenario(dir.path(), &target, &redis);
+    let r = execute(&s, 7).expect("run");
+    let text = summary(&r);
+    eprintln!("{text}");
+
+    // Every planned purchase has exactly one outcome.
+    let answered: u64 = r.outcomes.values().flat_map(|o| o.values()).sum();
+    assert_eq!(answered, r.planned);
+    assert!(r.requests >= r.planned + r.paid);
+    // The defences hold: forged tokens win nothing, each bot account at most its limit.
+    assert_eq!(r.units_won.get("forger"), None);
+    assert!(r.units_won.get("hammer").copied().unwrap_or(0) <= 1);
+    assert!(r.units_won.get("ip_rotator").copied().unwrap_or(0) <= 1);
+    assert!(r.outcomes["forger"]
+        .keys()
+        .all(|o| o.starts_with("401") || o.starts_with("429")));
+    assert_eq!(
+        r.units_to_people + r.units_to_bots,
+        200,
+        "the crowd takes the stock"
+    );
+    assert!(r.ledger.holds(), "{}", r.ledger);
+    assert_eq!(r.ledger.held + r.ledger.sold, 200);
+    assert_eq!(r.retry_mismatches, 0);
+    assert!(r.passed(), "{:?}", r.failures);
+
+    // The JSON carries what the summary says.
+    let json: serde_json::Value = serde_json::to_value(&r).expect("json");
+    assert!(text.contains(&format!("{} purchases planned", json["planned"])));
+    assert!(text.contains(&format!("{} by people", json["units_to_people"])));
+    assert!(text.contains("verdict: PASS"));
+
+    // A threshold that cannot be met fails the run.
+    let mut strict = s.clone();
+    strict.thresholds.p99_ms = Some(0.0001);
+    strict.thresholds.max_bot_units = Some(0);
+    let r = execute(&strict, 8).expect("run");
+    assert!(!r.passed());
+    assert!(
+        r.failures.iter().any(|f| f.contains("p99")),
+        "{:?}",
+        r.failures
+    );
+    assert!(summary(&r).contains("verdict: FAIL"));
+}
+
+/// A change that makes a valid scenario invalid.
+type Change = fn(&mut Scenario);
+
+#[test]
+fn invalid_scenarios_name_their_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = scenario(dir.path(), "http://127.0.0.1:1", "redis://127.0.0.1:1");
+    let cases: Vec<(&str, Change)> = vec![
+        ("target", |s| s.target = "ftp://x".into()),
+        ("duration_s", |s| s.duration_s = 0.0),
+        ("arrivals.rate", |s| s.arrivals.rate = -1.0),
+        ("population.users", |s| s.population.users = 0),
+        ("personas.hammer", |s| s.personas.hammer = 2.0),
+        ("campaign", |s| s.campaign.id = Some("x".into())),
+    ];
+    for (field, change) in cases {
+        let mut s = base.clone();
+        change(&mut s);
+        let err = s.validate().expect_err(field).to_string();
+        assert!(err.starts_with(field), "{field}: {err}");
+    }
+}

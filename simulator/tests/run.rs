@@ -23,25 +23,17 @@ impl Drop for Killed {
     }
 }
 
-/// The data plane binary next to this test's own (cargo builds it for the workspace's
-/// tests), built here when missing.
+/// The data plane binary next to this test's own: `cargo test --workspace` builds it
+/// for the data plane's own tests.
 fn dataplane_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("test path");
     let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
     let bin = dir.join("seckill-dataplane");
-    if !bin.exists() {
-        let ok = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-p",
-                "seckill-dataplane",
-                "--bin",
-                "seckill-dataplane",
-            ])
-            .status()
-            .expect("cargo build");
-        assert!(ok.success());
-    }
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p seckill-dataplane` first (just test does)",
+        bin.display()
+    );
     bin
 }
 

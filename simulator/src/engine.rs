@@ -36,6 +36,8 @@ pub struct Tally {
     /// Retries that got an answer other than their first.
     pub retry_mismatches: u64,
     pub sent: u64,
+    /// When the last purchase answer came, from the start of the run.
+    pub last_answer: Duration,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -59,6 +61,7 @@ impl Tally {
             paid: 0,
             retry_mismatches: 0,
             sent: 0,
+            last_answer: Duration::ZERO,
         }
     }
 
@@ -73,6 +76,7 @@ impl Tally {
         self.paid += o.paid;
         self.retry_mismatches += o.retry_mismatches;
         self.sent += o.sent;
+        self.last_answer = self.last_answer.max(o.last_answer);
     }
 }
 
@@ -80,8 +84,10 @@ impl Tally {
 pub struct Context {
     pub target: SocketAddr,
     pub campaign: String,
-    /// Bearer tokens by user index (shoppers, then the hammer, then the rotator).
+    /// Bearer tokens by account (see `plan::account_names`).
     pub tokens: Vec<String>,
+    /// Tickets earned before the run, by account (campaigns that require them).
+    pub tickets: Vec<Option<String>>,
     pub start: Instant,
     /// Requests still unanswered this long after the plan ends are given up.
     pub deadline: Instant,
@@ -140,7 +146,12 @@ impl Client {
             .await
             .map_err(|_| "transport".to_string())?
             .to_bytes();
-        self.idle.borrow_mut().entry(ip).or_default().push(conn);
+        // Keep a couple of idle connections per address; more would only hold sockets.
+        let mut idle = self.idle.borrow_mut();
+        let pool = idle.entry(ip).or_default();
+        if pool.len() < 2 {
+            pool.push(conn);
+        }
         Ok((status, serde_json::from_slice(&body).unwrap_or_default()))
     }
 }
@@ -150,7 +161,7 @@ fn request(
     path: &str,
     token: &str,
     idem: Option<&str>,
-    body: &'static str,
+    body: String,
 ) -> Request<Full<Bytes>> {
     let mut b = Request::builder()
         .method(method)
@@ -161,7 +172,7 @@ fn request(
     if let Some(k) = idem {
         b = b.header("idempotency-key", k);
     }
-    b.body(Full::new(Bytes::from_static(body.as_bytes())))
+    b.body(Full::new(Bytes::from(body)))
         .unwrap_or_else(|_| unreachable!("a request built from valid parts"))
 }
 
@@ -224,21 +235,31 @@ async fn session(
 ) {
     let path = format!("/api/campaigns/{}/purchase", ctx.campaign);
     let forged;
-    let token = match a.persona {
+    let (token, ticket) = match a.persona {
         Persona::Forger => {
-            // A real token's user and expiry with a made-up signature.
+            // A real token's user and expiry with a made-up signature; on ticket
+            // campaigns every other try brings a real token and a made-up ticket.
             let real = &ctx.tokens[a.user];
-            let cut = real.rfind('.').unwrap_or(real.len());
-            forged = format!("{}.{}", &real[..cut], "A".repeat(43));
-            &forged
+            if ctx.tickets.iter().any(Option::is_some) && n % 2 == 1 {
+                (
+                    real.as_str(),
+                    Some("Zm9yZ2Vk.9999999999999.AAAA".to_string()),
+                )
+            } else {
+                let cut = real.rfind('.').unwrap_or(real.len());
+                forged = format!("{}.{}", &real[..cut], "A".repeat(43));
+                (forged.as_str(), None)
+            }
         }
-        _ => &ctx.tokens[a.user],
+        Persona::Skipper => (ctx.tokens[a.user].as_str(), None),
+        _ => (ctx.tokens[a.user].as_str(), ctx.tickets[a.user].clone()),
     };
+    let body = serde_json::json!({ "quantity": 1, "ticket": ticket }).to_string();
     let key = format!("k{n}-{}", a.user);
     let r = client
         .send(
             a.ip,
-            request(Method::POST, &path, token, Some(&key), "{\"quantity\":1}"),
+            request(Method::POST, &path, token, Some(&key), body.clone()),
         )
         .await;
     let took = planned.elapsed().as_micros() as u64;
@@ -250,6 +271,7 @@ async fn session(
         let mut t = tally.borrow_mut();
         t.sent += 1;
         t.purchase_us.record(took.max(1)).ok();
+        t.last_answer = t.last_answer.max(ctx.start.elapsed());
         *t.outcomes.entry((a.persona, outcome(&r))).or_default() += 1;
         if let Some(o) = &order {
             t.held.push((a.persona, a.user, o.clone()));
@@ -258,10 +280,7 @@ async fn session(
     if a.retries {
         // The answer was "lost": the same request again must give the same answer.
         let again = client
-            .send(
-                a.ip,
-                request(Method::POST, &path, token, Some(&key), "{\"quantity\":1}"),
-            )
+            .send(a.ip, request(Method::POST, &path, token, Some(&key), body))
             .await;
         let again_order = match &again {
             Ok((200, v)) => v["order_id"].as_str().map(str::to_string),
@@ -283,7 +302,7 @@ async fn session(
                     &format!("/api/orders/{o}/pay"),
                     token,
                     None,
-                    "",
+                    String::new(),
                 ),
             )
             .await;
@@ -323,3 +342,70 @@ pub fn run(plan: Vec<Arrival>, threads: usize, ctx: Arc<Context>) -> Tally {
 
 /// How long to wait for stragglers after the plan ends.
 pub const GRACE: Duration = Duration::from_secs(10);
+
+/// Earns a ticket for each account from its own source address (challenge, proof of
+/// work, ticket), as shoppers do on the sale page before it opens. An account the data
+/// plane turns away (rate limits, the ticket cap) simply has none.
+pub fn earn_tickets(
+    target: SocketAddr,
+    campaign: &str,
+    accounts: Vec<(String, Ipv4Addr)>,
+    threads: usize,
+) -> Vec<Option<String>> {
+    let chunk = accounts.len().div_ceil(threads.max(1)).max(1);
+    let handles: Vec<_> = accounts
+        .chunks(chunk)
+        .map(|part| {
+            let (part, campaign) = (part.to_vec(), campaign.to_string());
+            std::thread::spawn(move || {
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                else {
+                    return vec![None; part.len()];
+                };
+                let local = tokio::task::LocalSet::new();
+                local.block_on(&rt, async move {
+                    let client = Client {
+                        target,
+                        idle: RefCell::default(),
+                    };
+                    let mut out = Vec::with_capacity(part.len());
+                    for (token, ip) in &part {
+                        out.push(earn_one(&client, &campaign, token, *ip).await);
+                    }
+                    out
+                })
+            })
+        })
+        .collect();
+    handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap_or_default())
+        .collect()
+}
+
+async fn earn_one(client: &Client, campaign: &str, token: &str, ip: Ipv4Addr) -> Option<String> {
+    let path = format!("/api/campaigns/{campaign}/challenge");
+    let (code, ch) = client
+        .send(ip, request(Method::POST, &path, token, None, String::new()))
+        .await
+        .ok()?;
+    if code != 200 {
+        return None;
+    }
+    let nonce = seckill_dataplane::guard::pow::solve(
+        ch["prefix"].as_str()?,
+        ch["difficulty"].as_u64()? as u32,
+    );
+    let body =
+        serde_json::json!({ "challenge_id": ch["challenge_id"], "nonce": nonce }).to_string();
+    let path = format!("/api/campaigns/{campaign}/ticket");
+    let (code, t) = client
+        .send(ip, request(Method::POST, &path, token, None, body))
+        .await
+        .ok()?;
+    (code == 200)
+        .then(|| t["ticket"].as_str().map(str::to_string))
+        .flatten()
+}

@@ -15,14 +15,20 @@ pub enum Persona {
     Hammer,
     IpRotator,
     Forger,
+    Replayer,
+    Skipper,
+    Sybil,
 }
 
 impl Persona {
-    pub const ALL: [Persona; 4] = [
+    pub const ALL: [Persona; 7] = [
         Persona::Shopper,
         Persona::Hammer,
         Persona::IpRotator,
         Persona::Forger,
+        Persona::Replayer,
+        Persona::Skipper,
+        Persona::Sybil,
     ];
 
     pub fn is_bot(self) -> bool {
@@ -35,6 +41,9 @@ impl Persona {
             Persona::Hammer => "hammer",
             Persona::IpRotator => "ip_rotator",
             Persona::Forger => "forger",
+            Persona::Replayer => "replayer",
+            Persona::Skipper => "skipper",
+            Persona::Sybil => "sybil",
         }
     }
 }
@@ -53,12 +62,49 @@ pub struct Arrival {
     pub retries: bool,
 }
 
-/// Token table indices of the bots' accounts; shoppers are `0..users`.
+/// Accounts the sybil persona spreads over.
+pub const SYBIL_ACCOUNTS: usize = 500;
+
+/// The token table: shoppers `0..users`, then one account each for the hammer, the
+/// rotator, the replayer and the skipper, then the sybils' accounts.
+pub fn account_names(users: usize) -> Vec<String> {
+    let mut names: Vec<String> = (0..users).map(|u| format!("shopper-{u}")).collect();
+    for bot in ["hammer", "rotator", "replayer", "skipper"] {
+        names.push(format!("bot-{bot}"));
+    }
+    names.extend((0..SYBIL_ACCOUNTS).map(|i| format!("sybil-{i}")));
+    names
+}
+
 pub fn hammer_user(users: usize) -> usize {
     users
 }
 pub fn rotator_user(users: usize) -> usize {
     users + 1
+}
+pub fn replayer_user(users: usize) -> usize {
+    users + 2
+}
+pub fn skipper_user(users: usize) -> usize {
+    users + 3
+}
+pub fn sybil_user(users: usize, i: usize) -> usize {
+    users + 4 + i % SYBIL_ACCOUNTS
+}
+
+/// The address an account earns its ticket from: shoppers their own, the bots theirs,
+/// sybils a handful shared by many accounts.
+pub fn account_ip(users: usize, account: usize) -> Ipv4Addr {
+    if account < users {
+        return shopper_ip(account);
+    }
+    match account - users {
+        0 => Ipv4Addr::new(127, 0, 0, 2),
+        1 => Ipv4Addr::new(127, 0, 1, 3),
+        2 => Ipv4Addr::new(127, 0, 0, 4),
+        3 => Ipv4Addr::new(127, 0, 0, 5),
+        n => Ipv4Addr::new(127, 0, 0, 6 + (n % 4) as u8),
+    }
 }
 
 /// The rate (per second) at time `t` seconds into the run.
@@ -84,16 +130,28 @@ pub fn rate_at(s: &Scenario, t: f64) -> f64 {
     }
 }
 
-fn shopper_ip(user: usize) -> Ipv4Addr {
-    // 127.1.0.0 - 127.254.255.255: spread shoppers over many source addresses.
-    let n = user as u32 % (254 * 65_536);
-    Ipv4Addr::new(127, 1 + (n >> 16) as u8, (n >> 8) as u8, n as u8)
+/// Distinct shopper addresses: a few shoppers share each, as behind home routers, and
+/// the connections they need stay well within the open-file limits of both ends.
+pub const SHOPPER_ADDRESSES: u32 = 4096;
+
+pub fn shopper_ip(user: usize) -> Ipv4Addr {
+    // 127.1.0.0 - 127.1.15.255
+    let n = user as u32 % SHOPPER_ADDRESSES;
+    Ipv4Addr::new(127, 1, (n >> 8) as u8, n as u8)
 }
 
 pub fn build(s: &Scenario, seed: u64) -> Vec<Arrival> {
     let mut rng = StdRng::seed_from_u64(seed);
     let p = &s.personas;
-    let shares = [p.shopper, p.hammer, p.ip_rotator, p.forger];
+    let shares = [
+        p.shopper,
+        p.hammer,
+        p.ip_rotator,
+        p.forger,
+        p.replayer,
+        p.skipper,
+        p.sybil,
+    ];
     let total: f64 = shares.iter().sum();
     let users = s.population.users;
     let mut out = Vec::new();
@@ -121,6 +179,13 @@ pub fn build(s: &Scenario, seed: u64) -> Vec<Arrival> {
                 Ipv4Addr::new(127, 0, rng.random_range(1..255), rng.random_range(3..255)),
             ),
             Persona::Forger => (rng.random_range(0..users), Ipv4Addr::new(127, 0, 0, 3)),
+            Persona::Replayer => (replayer_user(users), Ipv4Addr::new(127, 0, 0, 4)),
+            Persona::Skipper => (skipper_user(users), Ipv4Addr::new(127, 0, 0, 5)),
+            // Many fresh accounts from a handful of addresses.
+            Persona::Sybil => (
+                sybil_user(users, rng.random_range(0..SYBIL_ACCOUNTS)),
+                Ipv4Addr::new(127, 0, 0, rng.random_range(6..10)),
+            ),
         };
         out.push(Arrival {
             at: Duration::from_secs_f64(t),

@@ -26,12 +26,10 @@ pub struct RunArgs {
     pub scenario: PathBuf,
     #[command(flatten)]
     pub overrides: Overrides,
-    /// Print the report as JSON instead of the summary.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write the JSON report to this file.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    /// Write the report as JSON to this file ("-": to standard output, instead of the
+    /// summary).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
     /// Seed of the arrival plan (the same seed, the same plan).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -131,25 +129,24 @@ fn tokens(target: &str, names: &[String], threads: usize) -> anyhow::Result<Vec<
     Ok(out)
 }
 
-/// Creates, arms and starts a fresh copy of the campaign file, opening at `opens_ms`.
-fn open_sale(s: &Scenario, file: &std::path::Path, opens_ms: i64) -> anyhow::Result<String> {
+/// Creates and arms a fresh copy of the campaign file; the run starts it on time.
+fn prepare_sale(s: &Scenario, file: &std::path::Path) -> anyhow::Result<String> {
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("campaign.create: reading {}", file.display()))?;
     let mut spec =
         CampaignSpec::from_toml(&text).with_context(|| format!("in {}", file.display()))?;
+    let stamp = seckill_dataplane::now_ms() % 1_000_000_000;
     spec.id = format!(
-        "{}-sim{}",
-        spec.id.chars().take(16).collect::<String>(),
-        opens_ms % 1_000_000_000
+        "{}-sim{stamp}",
+        spec.id.chars().take(16).collect::<String>()
     );
-    spec.starts_at = Some(format_instant_ms(opens_ms));
+    spec.starts_at = None;
     spec.ends_at = None;
     let mut con =
         control::connect(&s.redis).with_context(|| format!("redis: connecting to {}", s.redis))?;
     let id = spec.id.clone();
     control::create(&mut con, spec)?;
     control::arm(&mut con, &id)?;
-    control::act(&mut con, &id, Action::Start)?;
     Ok(id)
 }
 
@@ -159,13 +156,13 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     s.validate()?;
     let report = execute(&s, a.seed)?;
     let json = serde_json::to_string_pretty(&report)?;
-    if let Some(out) = &a.out {
-        std::fs::write(out, &json).with_context(|| format!("--out: writing {}", out.display()))?;
-    }
-    if a.json {
-        println!("{json}");
-    } else {
-        print!("{}", summary(&report));
+    match &a.json {
+        Some(p) if p.as_os_str() == "-" => println!("{json}"),
+        Some(p) => {
+            std::fs::write(p, &json).with_context(|| format!("--json: writing {}", p.display()))?;
+            print!("{}", summary(&report));
+        }
+        None => print!("{}", summary(&report)),
     }
     Ok(if report.passed() {
         ExitCode::SUCCESS
@@ -188,9 +185,7 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let users = s.population.users;
-    let mut names: Vec<String> = (0..users).map(|u| format!("shopper-{u}")).collect();
-    names.push("bot-hammer".into());
-    names.push("bot-rotator".into());
+    let names = plan::account_names(users);
     let tokens = match &s.secret_file {
         Some(path) => {
             let bytes = std::fs::read(path)
@@ -207,28 +202,71 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
         }
         None => tokens(&s.target, &names, 8)?,
     };
+    let (campaign, created) = match (&s.campaign.create, &s.campaign.id) {
+        (Some(file), _) => (prepare_sale(s, file)?, true),
+        (None, Some(id)) => (id.clone(), false),
+        (None, None) => bail!("campaign: give create or id"),
+    };
+    let mut con =
+        control::connect(&s.redis).with_context(|| format!("redis: connecting to {}", s.redis))?;
+    let spec = control::get(&mut con, &campaign)?.spec;
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(5))
+        .build();
+    let seen = Instant::now();
+    while agent
+        .get(&format!("{}/api/campaigns/{campaign}", s.target))
+        .call()
+        .is_err()
+    {
+        if seen.elapsed() > Duration::from_secs(5) {
+            bail!("target: the data plane does not show campaign {campaign}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let tickets = if spec.require_ticket {
+        // Every account but the skipper's proves its work before the sale.
+        let accounts = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), plan::account_ip(users, i)))
+            .collect();
+        let mut t = engine::earn_tickets(target, &campaign, accounts, threads);
+        t[plan::skipper_user(users)] = None;
+        t
+    } else {
+        vec![None; tokens.len()]
+    };
 
     let lead = Duration::from_millis(500);
     let start = Instant::now() + lead;
-    let opens_ms = seckill_dataplane::now_ms()
-        + lead.as_millis() as i64
-        + (s.campaign.starts_in_s * 1000.0) as i64;
-    let campaign = match (&s.campaign.create, &s.campaign.id) {
-        (Some(file), _) => open_sale(s, file, opens_ms)?,
-        (None, Some(id)) => id.clone(),
-        (None, None) => bail!("campaign: give create or id"),
-    };
+    let opens_in = lead + Duration::from_secs_f64(s.campaign.starts_in_s);
+    let opens_ms = seckill_dataplane::now_ms() + opens_in.as_millis() as i64;
+    let opener = created.then(|| {
+        let (redis, id) = (s.redis.clone(), campaign.clone());
+        std::thread::spawn(move || -> anyhow::Result<()> {
+            std::thread::sleep(opens_in);
+            let mut con = control::connect(&redis)?;
+            control::act(&mut con, &id, Action::Start)?;
+            Ok(())
+        })
+    });
     let plan = plan::build(s, seed);
     let planned = plan.len() as u64;
     let ctx = Arc::new(engine::Context {
         target,
         campaign: campaign.clone(),
         tokens,
+        tickets,
         start,
         deadline: start + Duration::from_secs_f64(s.duration_s) + engine::GRACE,
     });
     let tally = engine::run(plan, threads, ctx);
-    let elapsed = start.elapsed().as_secs_f64().max(s.duration_s);
+    let elapsed = tally.last_answer.as_secs_f64().max(s.duration_s);
+    if let Some(o) = opener {
+        o.join()
+            .map_err(|_| anyhow::anyhow!("the opener panicked"))??;
+    }
 
     // Let the shards' pipelines settle before reading the ledger.
     std::thread::sleep(Duration::from_millis(300));

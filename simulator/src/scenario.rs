@@ -81,6 +81,9 @@ pub struct Personas {
     pub hammer: f64,
     pub ip_rotator: f64,
     pub forger: f64,
+    pub replayer: f64,
+    pub skipper: f64,
+    pub sybil: f64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -134,6 +137,12 @@ pub struct Overrides {
     #[arg(long)]
     pub forger: Option<f64>,
     #[arg(long)]
+    pub replayer: Option<f64>,
+    #[arg(long)]
+    pub skipper: Option<f64>,
+    #[arg(long)]
+    pub sybil: Option<f64>,
+    #[arg(long)]
     pub p99_ms: Option<f64>,
     #[arg(long)]
     pub max_bot_units: Option<u64>,
@@ -167,6 +176,9 @@ impl Scenario {
             self.personas.hammer => o.hammer,
             self.personas.ip_rotator => o.ip_rotator,
             self.personas.forger => o.forger,
+            self.personas.replayer => o.replayer,
+            self.personas.skipper => o.skipper,
+            self.personas.sybil => o.sybil,
         }
         if o.secret_file.is_some() {
             self.secret_file = o.secret_file.clone();
@@ -223,13 +235,17 @@ impl Scenario {
             ("personas.hammer", self.personas.hammer),
             ("personas.ip_rotator", self.personas.ip_rotator),
             ("personas.forger", self.personas.forger),
+            ("personas.replayer", self.personas.replayer),
+            ("personas.skipper", self.personas.skipper),
+            ("personas.sybil", self.personas.sybil),
         ] {
             if !(0.0..=1.0).contains(&v) {
                 bail!("{field}: must be between 0 and 1");
             }
         }
         let p = &self.personas;
-        if p.shopper + p.hammer + p.ip_rotator + p.forger <= 0.0 {
+        if p.shopper + p.hammer + p.ip_rotator + p.forger + p.replayer + p.skipper + p.sybil <= 0.0
+        {
             bail!("personas: at least one share must be above 0");
         }
         Ok(())

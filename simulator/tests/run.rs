@@ -49,10 +49,20 @@ fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
 }
 
 fn scenario(dir: &std::path::Path, target: &str, redis: &str) -> Scenario {
+    scenario_with(dir, target, redis, "")
+}
+
+/// A small launch; `campaign_extra` adds lines to the campaign file.
+fn scenario_with(
+    dir: &std::path::Path,
+    target: &str,
+    redis: &str,
+    campaign_extra: &str,
+) -> Scenario {
     let campaign = dir.join("c.toml");
     std::fs::write(
         &campaign,
-        "id = \"simt\"\nname = \"sim test\"\ntotal = 200\npartitions = 4\nper_user_limit = 1\nhold_ttl_s = 60\nprice_cents = 1\n",
+        format!("id = \"simt\"\nname = \"sim test\"\ntotal = 200\npartitions = 4\nper_user_limit = 1\nhold_ttl_s = 60\nprice_cents = 1\n{campaign_extra}"),
     )
     .expect("campaign file");
     let text = format!(
@@ -74,13 +84,15 @@ users = 1000
 pay_fraction = 0.5
 retry_fraction = 0.2
 [personas]
-shopper = 0.85
-hammer = 0.05
-ip_rotator = 0.05
-forger = 0.05
+shopper = 0.79
+hammer = 0.03
+ip_rotator = 0.03
+forger = 0.03
+replayer = 0.03
+skipper = 0.03
+sybil = 0.06
 [thresholds]
 p99_ms = 2000
-max_bot_units = 2
 "#,
         secret = dir.join("secret").display(),
         campaign = campaign.display(),
@@ -127,7 +139,8 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
         dir.path().join("dp.toml"),
         format!(
             "listen = \"127.0.0.1:{port}\"\nredis = \"{redis}\"\nshards = 2\nsecret_file = \"{d}/secret\"\n\
-             [worker]\ndb = \"{d}/orders.sqlite\"\n[limits]\nip_rate = 50\nip_burst = 100\n"
+             [worker]\ndb = \"{d}/orders.sqlite\"\n[limits]\nip_rate = 50\nip_burst = 100\n\
+             [tickets]\ndifficulty = 8\n"
         ),
     )
     .expect("config");
@@ -155,8 +168,12 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
     assert!(r.requests >= r.planned + r.paid);
     // The defences hold: forged tokens win nothing, each bot account at most its limit.
     assert_eq!(r.units_won.get("forger"), None);
-    assert!(r.units_won.get("hammer").copied().unwrap_or(0) <= 1);
-    assert!(r.units_won.get("ip_rotator").copied().unwrap_or(0) <= 1);
+    for one_account in ["hammer", "ip_rotator", "replayer", "skipper"] {
+        assert!(
+            r.units_won.get(one_account).copied().unwrap_or(0) <= 1,
+            "{one_account}"
+        );
+    }
     assert!(r.outcomes["forger"]
         .keys()
         .all(|o| o.starts_with("401") || o.starts_with("429")));
@@ -188,6 +205,27 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
         r.failures
     );
     assert!(summary(&r).contains("verdict: FAIL"));
+
+    // A campaign behind proof of work: skippers and forgers get nothing, a replayed
+    // ticket buys once.
+    let s = scenario_with(
+        dir.path(),
+        &target,
+        &redis,
+        "require_ticket = true\nticket_factor = 50\n",
+    );
+    let r = execute(&s, 9).expect("run");
+    eprintln!("{}", summary(&r));
+    assert_eq!(r.units_won.get("skipper"), None);
+    assert_eq!(r.units_won.get("forger"), None);
+    assert!(
+        r.outcomes["skipper"].contains_key("403 ticket_invalid"),
+        "{:?}",
+        r.outcomes["skipper"]
+    );
+    assert!(r.units_won.get("replayer").copied().unwrap_or(0) <= 1);
+    assert!(r.ledger.holds(), "{}", r.ledger);
+    assert_eq!(r.units_to_people + r.units_to_bots, 200);
 }
 
 /// A change that makes a valid scenario invalid.

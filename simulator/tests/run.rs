@@ -213,6 +213,7 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
     let mut strict = s.clone();
     strict.thresholds.p99_ms = Some(0.0001);
     strict.thresholds.max_bot_units = Some(0);
+    strict.thresholds.fail_on = Some("p999<0.001ms,oversell==0,violations==0".into());
     let r = execute(&strict, 8).expect("run");
     assert!(!r.passed());
     assert!(

@@ -266,3 +266,14 @@ fn invalid_scenarios_name_their_field() {
         assert!(err.starts_with(field), "{field}: {err}");
     }
 }
+
+#[test]
+fn the_shipped_launch_scenario_is_valid() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../config/scenarios/launch.toml"
+    );
+    let s = Scenario::load(std::path::Path::new(path)).expect("parses");
+    s.validate().expect("valid");
+    assert!(s.thresholds.fail_on.is_some());
+}

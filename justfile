@@ -69,7 +69,7 @@ demo: redis secret content
     echo "== a launch with bots: config/scenarios/launch.toml, its campaign opening 2 s in"
     $bin/seckill-dataplane limits --redis {{redis_url}} set ip_rate=50 ip_burst=100 >/dev/null
     $bin/seckill-sim run --scenario config/scenarios/launch.toml --target http://127.0.0.1:8080 \
-        --redis {{redis_url}} --json data/launch-report.json || true
+        --redis {{redis_url}} --json data/launch-report.json --plot data/launch.svg || true
     # The burst below comes from one address: lift the per-IP limit for it.
     $bin/seckill-dataplane limits --redis {{redis_url}} reset >/dev/null
     echo "== 8000 purchases from 5000 shoppers over 128 connections; 70% of buyers pay at once"

@@ -38,6 +38,9 @@ pub struct Tally {
     pub sent: u64,
     /// When the last purchase answer came, from the start of the run.
     pub last_answer: Duration,
+    /// Per second of the run (by planned send time): purchases answered and their
+    /// latency, µs.
+    pub per_second: Vec<Histogram<u64>>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -62,6 +65,7 @@ impl Tally {
             retry_mismatches: 0,
             sent: 0,
             last_answer: Duration::ZERO,
+            per_second: Vec::new(),
         }
     }
 
@@ -77,6 +81,14 @@ impl Tally {
         self.retry_mismatches += o.retry_mismatches;
         self.sent += o.sent;
         self.last_answer = self.last_answer.max(o.last_answer);
+        for (i, h) in o.per_second.into_iter().enumerate() {
+            match self.per_second.get_mut(i) {
+                Some(mine) => {
+                    let _ = mine.add(&h);
+                }
+                None => self.per_second.push(h),
+            }
+        }
     }
 }
 
@@ -282,6 +294,14 @@ async fn session(
         t.sent += 1;
         t.purchase_us.record(took.max(1)).ok();
         t.last_answer = t.last_answer.max(ctx.start.elapsed());
+        let second = a.at.as_secs() as usize;
+        while t.per_second.len() <= second {
+            // Two significant digits are plenty for a per-second line on a plot.
+            let h = Histogram::new_with_bounds(1, 600_000_000, 2)
+                .unwrap_or_else(|_| unreachable!("valid bounds"));
+            t.per_second.push(h);
+        }
+        t.per_second[second].record(took.max(1)).ok();
         let counter = match &r {
             Ok((200, _)) => &ctx.progress.held,
             Ok(_) => &ctx.progress.refused,

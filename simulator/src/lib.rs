@@ -5,12 +5,14 @@
 //! - [`engine`]: thread-per-core load with keep-alive pools per source address, latency
 //!   from the planned instant into HdrHistogram;
 //! - [`run`]: sets up the sale, runs, reports who won, checks the ledger and thresholds;
+//! - [`plot`]: the run over time as an SVG;
 //! - [`verdict`]: thresholds as conditions on the report (`--fail-on`);
 //! - [`burst`]: a simple closed-loop burst (the demo's).
 
 pub mod burst;
 pub mod engine;
 pub mod plan;
+pub mod plot;
 pub mod run;
 pub mod scenario;
 pub mod verdict;

@@ -30,6 +30,9 @@ pub struct RunArgs {
     /// summary).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write an SVG plot of throughput and latency over time to this file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
     /// Seed of the arrival plan (the same seed, the same plan).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -83,7 +86,17 @@ pub struct Report {
     pub paid: u64,
     pub retry_mismatches: u64,
     pub ledger: Ledger,
+    /// Second by second (planned send time): purchases answered and their p99.
+    pub over_time: Vec<Second>,
     pub failures: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Second {
+    pub second: usize,
+    pub answered: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
 }
 
 impl Report {
@@ -155,6 +168,10 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     s.apply(&a.overrides);
     s.validate()?;
     let report = execute(&s, a.seed)?;
+    if let Some(p) = &a.plot {
+        std::fs::write(p, crate::plot::svg(&report))
+            .with_context(|| format!("--plot: writing {}", p.display()))?;
+    }
     let json = serde_json::to_string_pretty(&report)?;
     match &a.json {
         Some(p) if p.as_os_str() == "-" => println!("{json}"),
@@ -378,7 +395,19 @@ fn build_report(
         .transpose()
         .unwrap_or_default()
         .unwrap_or_default();
+    let over_time = t
+        .per_second
+        .iter()
+        .enumerate()
+        .map(|(second, h)| Second {
+            second,
+            answered: h.len(),
+            p50_ms: h.value_at_quantile(0.5) as f64 / 1000.0,
+            p99_ms: h.value_at_quantile(0.99) as f64 / 1000.0,
+        })
+        .collect();
     let mut r = Report {
+        over_time,
         scenario: s.clone(),
         campaign,
         sale_opens: format_instant_ms(opens_ms),

@@ -203,6 +203,12 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
     assert_eq!(r.retry_mismatches, 0);
     assert!(r.passed(), "{:?}", r.failures);
 
+    // Second by second, the answers add up, and the plot draws them.
+    let per_second: u64 = r.over_time.iter().map(|s| s.answered).sum();
+    assert_eq!(per_second, r.planned);
+    let svg = seckill_simulator::plot::svg(&r);
+    assert!(svg.starts_with("<svg") && svg.matches("<polyline").count() == 3);
+
     // The JSON carries what the summary says.
     let json: serde_json::Value = serde_json::to_value(&r).expect("json");
     assert!(text.contains(&format!("{} purchases planned", json["planned"])));

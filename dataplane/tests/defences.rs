@@ -3,9 +3,9 @@
 
 mod common;
 
-use common::{open_sale, spec, Client, Node, Redis};
+use common::{ledger_holds, open_sale, spec, Client, Node, Redis};
+use seckill_dataplane::control;
 use seckill_dataplane::guard::blacklist;
-use seckill_dataplane::{control, ledger};
 use std::time::{Duration, Instant};
 
 fn limits(redis: &Redis, pairs: &[(&str, &str)]) {
@@ -17,15 +17,8 @@ fn limits(redis: &Redis, pairs: &[(&str, &str)]) {
 }
 
 /// Waits until `ok` holds, at most a second (the promise for live changes).
-fn within_a_second(what: &str, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(
-            start.elapsed() < Duration::from_secs(1),
-            "{what} not applied within 1 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn within_a_second(what: &str, ok: impl FnMut() -> bool) {
+    common::wait_until(what, Duration::from_secs(1), ok);
 }
 
 fn get_with(
@@ -47,14 +40,6 @@ fn get_with(
         ),
         Err(e) => panic!("{e}"),
     }
-}
-
-fn ledger_holds(redis: &Redis, id: &str) -> ledger::Ledger {
-    let mut con = redis.con();
-    let c = control::get(&mut con, id).expect("campaign");
-    let l = ledger::check(&mut con, &c).expect("ledger");
-    assert!(l.holds(), "{l}");
-    l
 }
 
 #[test]

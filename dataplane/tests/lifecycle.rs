@@ -5,19 +5,12 @@ mod common;
 
 use common::{open_sale, spec, Node, Redis};
 use seckill_dataplane::campaign::{format_instant_ms, Action};
-use seckill_dataplane::{control, ledger};
-use std::time::{Duration, Instant};
+use seckill_dataplane::control;
+use std::time::Duration;
 
-/// Polls until `pred` holds for the answer, returning how long that took.
-fn seen_within(limit: Duration, mut probe: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    loop {
-        if probe() {
-            return start.elapsed();
-        }
-        assert!(start.elapsed() < limit, "change not seen within {limit:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// Polls until the node shows a change, at most `limit`; returns how long that took.
+fn seen_within(limit: Duration, probe: impl FnMut() -> bool) -> Duration {
+    common::wait_until("the change", limit, probe)
 }
 
 #[test]
@@ -96,9 +89,7 @@ fn a_sale_opens_at_its_start_and_closes_when_stopped_or_sold_out() {
         "ended is final"
     );
 
-    let camp = control::get(&mut con, "launch").expect("campaign");
-    let l = ledger::check(&mut con, &camp).expect("ledger");
-    assert!(l.holds(), "{l}");
+    let l = common::ledger_holds(&redis, "launch");
     assert_eq!((l.held, l.remaining), (4, 0));
 }
 

@@ -10,7 +10,7 @@ use seckill_dataplane::orders::OrderDb;
 use seckill_dataplane::{control, scripts};
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Each user buys once, from `threads` connections at a time; returns the held orders as
 /// (user token, order id).
@@ -59,12 +59,8 @@ fn order(c: &Client, id: &str, token: &str) -> serde_json::Value {
     body
 }
 
-fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+fn wait_for(what: &str, limit: Duration, ok: impl FnMut() -> bool) {
+    common::wait_until(what, limit, ok);
 }
 
 #[test]

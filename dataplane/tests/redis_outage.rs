@@ -4,7 +4,7 @@
 mod common;
 
 use common::{open_sale, spec, Node, Redis};
-use seckill_dataplane::{control, ledger};
+
 use std::time::{Duration, Instant};
 
 #[test]
@@ -62,10 +62,7 @@ fn purchases_answer_503_fast_while_redis_is_down_and_resume_after() {
         held += 1;
     }
 
-    let mut con = redis.con();
-    let camp = control::get(&mut con, "outage").expect("campaign");
-    let l = ledger::check(&mut con, &camp).expect("ledger");
-    assert!(l.holds(), "{l}");
+    let l = common::ledger_holds(&redis, "outage");
     assert_eq!(l.held, held, "every acknowledged hold survived");
 }
 
@@ -146,10 +143,7 @@ fn a_redis_that_stops_answering_is_dropped_and_late_commands_are_not_sent() {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    let mut con = redis.con();
-    let camp = control::get(&mut con, "hang").expect("campaign");
-    let l = ledger::check(&mut con, &camp).expect("ledger");
-    assert!(l.holds(), "{l}");
+    let l = common::ledger_holds(&redis, "hang");
     // Only commands written before the connection was dropped may have run after Redis
     // resumed (their callers were told "unavailable": outcome unknown).
     assert!(
@@ -172,7 +166,5 @@ fn scripts_flushed_from_redis_are_loaded_again() {
         .expect("flush");
     // EVALSHA answers NOSCRIPT; the shard loads the script and retries.
     assert_eq!(c.purchase("flush", &c.token("b"), None).0, 200);
-    let mut con = redis.con();
-    let camp = control::get(&mut con, "flush").expect("campaign");
-    assert_eq!(ledger::check(&mut con, &camp).expect("ledger").held, 2);
+    assert_eq!(common::ledger_holds(&redis, "flush").held, 2);
 }

@@ -17,12 +17,26 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
-fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+/// Polls until `ok` holds, failing after `timeout`; returns how long it took.
+pub fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();
     while !ok() {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            start.elapsed() < timeout,
+            "timed out waiting for {what} ({timeout:?})"
+        );
+        std::thread::sleep(Duration::from_millis(10));
     }
+    start.elapsed()
+}
+
+/// Checks a campaign's ledger, failing the test when it does not hold.
+pub fn ledger_holds(redis: &Redis, id: &str) -> seckill_dataplane::ledger::Ledger {
+    let mut con = redis.con();
+    let c = control::get(&mut con, id).expect("campaign");
+    let l = seckill_dataplane::ledger::check(&mut con, &c).expect("ledger");
+    assert!(l.holds(), "{l}");
+    l
 }
 
 /// A `redis-server` of the test's own, with its append-only file fsynced on every write,

@@ -2,40 +2,59 @@
 //! share of the plan at the planned instants, over keep-alive connections pooled per
 //! source address. Latency is measured from the planned instant, not from when the
 //! request could go out, so a server (or a simulator) that falls behind shows it
-//! (coordinated omission corrected, as wrk2 does).
+//! (coordinated omission corrected, as wrk2 does). At most `connections` sessions per
+//! thread are in flight; later arrivals wait for a free one and their wait counts.
 
-use bytes::Bytes;
 use hdrhistogram::Histogram;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
-use hyper::{Method, Request};
-use hyper_util::rt::TokioIo;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::http::{Client, Failure, Reply, Req};
 use crate::plan::{Arrival, Persona};
+
+/// The routes whose latency the report shows, in the order of a shopper's flow.
+pub const ROUTES: [&str; 8] = [
+    "challenge",
+    "ticket",
+    "purchase",
+    "retry",
+    "pay",
+    "order",
+    "delivered",
+    "download",
+];
 
 /// What one thread saw.
 #[derive(Debug)]
 pub struct Tally {
     /// (persona, outcome) → count; outcome is the status and error code.
     pub outcomes: BTreeMap<(Persona, String), u64>,
-    /// Latency of purchases from their planned instant, µs.
-    pub purchase_us: Histogram<u64>,
-    /// Latency of payments from their send instant, µs.
-    pub pay_us: Histogram<u64>,
+    /// Latency by route, µs: purchases from their planned instant, the rest from when
+    /// they were sent; "delivered" is from the payment's answer to the first view of the
+    /// order as delivered (views 10, 30, 70, 150 … ms after it, then every 500 ms).
+    pub routes: BTreeMap<&'static str, Histogram<u64>>,
     /// How late the thread sent requests compared with the plan, µs.
     pub send_lag_us: Histogram<u64>,
     /// Orders held, by persona and user (to see who won the units).
     pub held: Vec<(Persona, usize, String)>,
     pub paid: u64,
+    /// Paid orders seen delivered by their buyer, and downloads that succeeded.
+    pub delivered: u64,
+    pub downloaded: u64,
     /// Retries that got an answer other than their first.
     pub retry_mismatches: u64,
-    pub sent: u64,
+    /// Every request sent, by route.
+    pub sent: BTreeMap<&'static str, u64>,
+    /// Requests that got no HTTP answer.
+    pub failed: u64,
+    /// Planned purchases never sent: the thread was still behind the plan when the
+    /// run's grace period ended.
+    pub unsent: u64,
     /// When the last purchase answer came, from the start of the run.
     pub last_answer: Duration,
     /// Per second of the run (by planned send time): purchases answered and their
@@ -43,7 +62,7 @@ pub struct Tally {
     pub per_second: Vec<Histogram<u64>>,
 }
 
-fn histogram() -> Histogram<u64> {
+pub fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 600_000_000, 3).unwrap_or_else(|_| unreachable!("valid bounds"))
 }
 
@@ -57,13 +76,16 @@ impl Tally {
     pub fn new() -> Self {
         Tally {
             outcomes: BTreeMap::new(),
-            purchase_us: histogram(),
-            pay_us: histogram(),
+            routes: BTreeMap::new(),
             send_lag_us: histogram(),
             held: Vec::new(),
             paid: 0,
+            delivered: 0,
+            downloaded: 0,
             retry_mismatches: 0,
-            sent: 0,
+            sent: BTreeMap::new(),
+            failed: 0,
+            unsent: 0,
             last_answer: Duration::ZERO,
             per_second: Vec::new(),
         }
@@ -73,13 +95,20 @@ impl Tally {
         for (k, v) in o.outcomes {
             *self.outcomes.entry(k).or_default() += v;
         }
-        let _ = self.purchase_us.add(&o.purchase_us);
-        let _ = self.pay_us.add(&o.pay_us);
+        for (route, h) in o.routes {
+            let _ = self.routes.entry(route).or_insert_with(histogram).add(&h);
+        }
         let _ = self.send_lag_us.add(&o.send_lag_us);
         self.held.extend(o.held);
         self.paid += o.paid;
+        self.delivered += o.delivered;
+        self.downloaded += o.downloaded;
         self.retry_mismatches += o.retry_mismatches;
-        self.sent += o.sent;
+        for (route, n) in o.sent {
+            *self.sent.entry(route).or_default() += n;
+        }
+        self.failed += o.failed;
+        self.unsent += o.unsent;
         self.last_answer = self.last_answer.max(o.last_answer);
         for (i, h) in o.per_second.into_iter().enumerate() {
             match self.per_second.get_mut(i) {
@@ -90,119 +119,77 @@ impl Tally {
             }
         }
     }
+
+    /// Counts one request on `route` that took `since.elapsed()`.
+    fn timed(&mut self, route: &'static str, since: Instant, answered: bool) {
+        *self.sent.entry(route).or_default() += 1;
+        if !answered {
+            self.failed += 1;
+        }
+        self.latency(route, since);
+    }
+
+    /// Records `since.elapsed()` as a latency of `route`.
+    fn latency(&mut self, route: &'static str, since: Instant) {
+        let us = (since.elapsed().as_micros() as u64).max(1);
+        self.routes
+            .entry(route)
+            .or_insert_with(histogram)
+            .record(us)
+            .ok();
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.sent.values().sum()
+    }
 }
 
 /// Counters every load thread bumps, for the live progress line.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Progress {
-    pub answered: std::sync::atomic::AtomicU64,
-    pub held: std::sync::atomic::AtomicU64,
-    pub refused: std::sync::atomic::AtomicU64,
-    pub errors: std::sync::atomic::AtomicU64,
+    pub answered: AtomicU64,
+    pub held: AtomicU64,
+    pub refused: AtomicU64,
+    pub errors: AtomicU64,
+    /// Purchase latency since the line was last drawn, µs.
+    pub window: Mutex<Histogram<u64>>,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Progress {
+            answered: AtomicU64::new(0),
+            held: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            window: Mutex::new(histogram()),
+        }
+    }
 }
 
 /// Everything a thread needs besides its arrivals.
 pub struct Context {
     pub progress: Progress,
-    pub target: SocketAddr,
+    /// Data plane nodes; each source address talks to one of them.
+    pub targets: Vec<SocketAddr>,
     pub campaign: String,
+    /// Sessions in flight per thread, at most (and so connections in use).
+    pub connections: usize,
     /// Bearer tokens by account (see `plan::account_names`).
     pub tokens: Vec<String>,
-    /// Tickets earned before the run, by account (campaigns that require them).
+    /// Tickets earned before the sale, by account (campaigns that require them).
     pub tickets: Vec<Option<String>>,
     pub start: Instant,
     /// Requests still unanswered this long after the plan ends are given up.
     pub deadline: Instant,
 }
 
-type Conn = SendRequest<Full<Bytes>>;
-
-struct Client {
-    target: SocketAddr,
-    idle: RefCell<HashMap<Ipv4Addr, Vec<Conn>>>,
-}
-
-impl Client {
-    async fn connect(&self, ip: Ipv4Addr) -> std::io::Result<Conn> {
-        let socket = tokio::net::TcpSocket::new_v4()?;
-        socket.bind(SocketAddr::new(ip.into(), 0))?;
-        let stream = socket.connect(self.target).await?;
-        stream.set_nodelay(true)?;
-        let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(std::io::Error::other)?;
-        tokio::task::spawn_local(async move {
-            let _ = conn.await;
-        });
-        Ok(send)
-    }
-
-    /// Sends one request from `ip`, reusing an idle connection of that address.
-    async fn send(
-        &self,
-        ip: Ipv4Addr,
-        req: Request<Full<Bytes>>,
-    ) -> Result<(u16, serde_json::Value), String> {
-        let pooled = self.idle.borrow_mut().get_mut(&ip).and_then(Vec::pop);
-        let mut conn = match pooled {
-            Some(c) if !c.is_closed() => c,
-            _ => self
-                .connect(ip)
-                .await
-                .map_err(|e| format!("connect: {}", e.kind()))?,
-        };
-        conn.ready()
-            .await
-            .map_err(|_| "connection closed".to_string())?;
-        let res = conn.send_request(req).await.map_err(|e| {
-            if e.is_timeout() {
-                "timeout".to_string()
-            } else {
-                "transport".to_string()
-            }
-        })?;
-        let status = res.status().as_u16();
-        let body = res
-            .into_body()
-            .collect()
-            .await
-            .map_err(|_| "transport".to_string())?
-            .to_bytes();
-        // Keep a couple of idle connections per address; more would only hold sockets.
-        let mut idle = self.idle.borrow_mut();
-        let pool = idle.entry(ip).or_default();
-        if pool.len() < 2 {
-            pool.push(conn);
-        }
-        Ok((status, serde_json::from_slice(&body).unwrap_or_default()))
-    }
-}
-
-fn request(
-    method: Method,
-    path: &str,
-    token: &str,
-    idem: Option<&str>,
-    body: String,
-) -> Request<Full<Bytes>> {
-    let mut b = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "seckill")
-        .header("content-type", "application/json")
-        .header("authorization", format!("Bearer {token}"));
-    if let Some(k) = idem {
-        b = b.header("idempotency-key", k);
-    }
-    b.body(Full::new(Bytes::from(body)))
-        .unwrap_or_else(|_| unreachable!("a request built from valid parts"))
-}
-
-fn outcome(r: &Result<(u16, serde_json::Value), String>) -> String {
+/// Status and error code of an answer, or why there was none.
+fn outcome(r: &Result<(u16, Option<String>), Failure>) -> String {
     match r {
         Ok((200, _)) => "200".into(),
-        Ok((code, v)) => format!("{code} {}", v["error"].as_str().unwrap_or("?")),
-        Err(e) => format!("error {e}"),
+        Ok((code, e)) => format!("{code} {}", e.as_deref().unwrap_or("?")),
+        Err(f) => format!("error {}", f.name()),
     }
 }
 
@@ -220,31 +207,41 @@ pub fn run_thread(arrivals: Vec<Arrival>, ctx: Arc<Context>) -> Tally {
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
-        let client = Rc::new(Client {
-            target: ctx.target,
-            idle: RefCell::default(),
-        });
+        let client = Rc::new(Client::new(ctx.targets.clone(), ctx.connections));
         let tally = Rc::new(RefCell::new(Tally::new()));
-        let mut tasks = Vec::with_capacity(arrivals.len());
+        let slots = Arc::new(tokio::sync::Semaphore::new(ctx.connections.max(1)));
         for (n, a) in arrivals.into_iter().enumerate() {
             let planned = ctx.start + a.at;
-            tokio::time::sleep_until(planned.into()).await;
+            if planned > Instant::now() {
+                tokio::time::sleep_until(planned.into()).await;
+            }
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                break;
+            };
+            if Instant::now() >= ctx.deadline {
+                // So far behind the plan that the rest would only be given up.
+                tally.borrow_mut().unsent += 1;
+                continue;
+            }
             let lag = planned.elapsed().as_micros() as u64;
+            tally.borrow_mut().send_lag_us.record(lag.max(1)).ok();
             let (client, tally, ctx) = (client.clone(), tally.clone(), ctx.clone());
-            tasks.push(tokio::task::spawn_local(async move {
-                tally.borrow_mut().send_lag_us.record(lag.max(1)).ok();
+            tokio::task::spawn_local(async move {
                 let work = session(&client, &ctx, &a, planned, n, &tally);
                 let _ = tokio::time::timeout_at(ctx.deadline.into(), work).await;
-            }));
+                drop(slot);
+            });
         }
-        for t in tasks {
-            let _ = t.await;
-        }
+        // Each session holds a slot until it ends: having them all back means all ended.
+        let _ = slots.acquire_many(ctx.connections.max(1) as u32).await;
         // Every session task has finished, so nothing else uses the tally now.
         let done = std::mem::take(&mut *tally.borrow_mut());
         done
     })
 }
+
+/// A purchase's answer: its status and error code, and the order it holds.
+type Bought = Result<(u16, Option<String>), Failure>;
 
 /// One arrival's session: its purchase, then what its persona does next.
 async fn session(
@@ -263,10 +260,7 @@ async fn session(
             // campaigns every other try brings a real token and a made-up ticket.
             let real = &ctx.tokens[a.user];
             if ctx.tickets.iter().any(Option::is_some) && n % 2 == 1 {
-                (
-                    real.as_str(),
-                    Some("Zm9yZ2Vk.9999999999999.AAAA".to_string()),
-                )
+                (real.as_str(), Some("Zm9yZ2Vk.9999999999999.AAAA"))
             } else {
                 let cut = real.rfind('.').unwrap_or(real.len());
                 forged = format!("{}.{}", &real[..cut], "A".repeat(43));
@@ -274,25 +268,34 @@ async fn session(
             }
         }
         Persona::Skipper => (ctx.tokens[a.user].as_str(), None),
-        _ => (ctx.tokens[a.user].as_str(), ctx.tickets[a.user].clone()),
+        _ => (ctx.tokens[a.user].as_str(), ctx.tickets[a.user].as_deref()),
     };
-    let body = serde_json::json!({ "quantity": 1, "ticket": ticket }).to_string();
+    let body = match ticket {
+        Some(t) => format!(r#"{{"quantity":1,"ticket":"{t}"}}"#),
+        None => r#"{"quantity":1}"#.to_string(),
+    };
     let key = format!("k{n}-{}", a.user);
-    let r = client
-        .send(
-            a.ip,
-            request(Method::POST, &path, token, Some(&key), body.clone()),
-        )
-        .await;
-    let took = planned.elapsed().as_micros() as u64;
+    let req = Req {
+        method: "POST",
+        path: &path,
+        token: Some(token),
+        idempotency_key: Some(&key),
+        body: body.as_bytes(),
+    };
+    let buy = |status: u16, body: &[u8]| {
+        let r = Reply::of(body);
+        let said = if status == 200 { r.order_id } else { r.error };
+        (status, said.map(str::to_string))
+    };
+    let r: Bought = client.send(a.ip, &req, buy).await;
     let order = match &r {
-        Ok((200, v)) => v["order_id"].as_str().map(str::to_string),
+        Ok((200, o)) => o.clone(),
         _ => None,
     };
     {
         let mut t = tally.borrow_mut();
-        t.sent += 1;
-        t.purchase_us.record(took.max(1)).ok();
+        t.timed("purchase", planned, r.is_ok());
+        let took = (planned.elapsed().as_micros() as u64).max(1);
         t.last_answer = t.last_answer.max(ctx.start.elapsed());
         let second = a.at.as_secs() as usize;
         while t.per_second.len() <= second {
@@ -301,61 +304,132 @@ async fn session(
                 .unwrap_or_else(|_| unreachable!("valid bounds"));
             t.per_second.push(h);
         }
-        t.per_second[second].record(took.max(1)).ok();
+        t.per_second[second].record(took).ok();
+        if let Ok(mut w) = ctx.progress.window.lock() {
+            w.record(took).ok();
+        }
         let counter = match &r {
             Ok((200, _)) => &ctx.progress.held,
             Ok(_) => &ctx.progress.refused,
             Err(_) => &ctx.progress.errors,
         };
-        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        ctx.progress
-            .answered
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        counter.fetch_add(1, Relaxed);
+        ctx.progress.answered.fetch_add(1, Relaxed);
         *t.outcomes.entry((a.persona, outcome(&r))).or_default() += 1;
         if let Some(o) = &order {
             t.held.push((a.persona, a.user, o.clone()));
         }
     }
-    if a.retries {
+    let order = if a.retries {
         // The answer was "lost": the same request again must give the same answer.
-        let again = client
-            .send(a.ip, request(Method::POST, &path, token, Some(&key), body))
-            .await;
+        let sent = Instant::now();
+        let again: Bought = client.send(a.ip, &req, buy).await;
         let again_order = match &again {
-            Ok((200, v)) => v["order_id"].as_str().map(str::to_string),
+            Ok((200, o)) => o.clone(),
             _ => None,
         };
         let mut t = tally.borrow_mut();
-        t.sent += 1;
+        t.timed("retry", sent, again.is_ok());
         match (&order, &again_order) {
-            (Some(_), _) if again_order != order => t.retry_mismatches += 1,
+            (Some(_), _) if again_order != order => {
+                t.retry_mismatches += 1;
+                order
+            }
             // The first try was refused (busy, say) and the retry got the unit.
-            (None, Some(o)) => t.held.push((a.persona, a.user, o.clone())),
-            _ => {}
+            (None, Some(o)) => {
+                t.held.push((a.persona, a.user, o.clone()));
+                again_order
+            }
+            _ => order,
         }
-    }
+    } else {
+        order
+    };
     if let (Some(o), true) = (order, a.pays) {
+        pay_and_collect(client, a.ip, token, &o, tally).await;
+    }
+}
+
+/// Pays for an order, then looks at it until it is delivered and downloads the content,
+/// as a buyer's page would.
+async fn pay_and_collect(
+    client: &Client,
+    ip: Ipv4Addr,
+    token: &str,
+    order: &str,
+    tally: &RefCell<Tally>,
+) {
+    let sent = Instant::now();
+    let pay_path = format!("/api/orders/{order}/pay");
+    let req = Req {
+        method: "POST",
+        path: &pay_path,
+        token: Some(token),
+        idempotency_key: None,
+        body: b"",
+    };
+    let r = client.send(ip, &req, |status, _| status).await;
+    {
+        let mut t = tally.borrow_mut();
+        t.timed("pay", sent, r.is_ok());
+        if r != Ok(200) {
+            return;
+        }
+        t.paid += 1;
+    }
+    let paid = Instant::now();
+    let view_path = format!("/api/orders/{order}");
+    let view = Req {
+        method: "GET",
+        path: &view_path,
+        token: Some(token),
+        idempotency_key: None,
+        body: b"",
+    };
+    // A buyer's page looks soon, then less and less often.
+    let mut wait = Duration::from_millis(10);
+    let link = loop {
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_millis(500));
         let sent = Instant::now();
         let r = client
-            .send(
-                a.ip,
-                request(
-                    Method::POST,
-                    &format!("/api/orders/{o}/pay"),
-                    token,
-                    None,
-                    String::new(),
-                ),
-            )
+            .send(ip, &view, |status, body| {
+                let r = Reply::of(body);
+                (
+                    status,
+                    r.status == Some("delivered"),
+                    r.download_url.map(str::to_string),
+                )
+            })
             .await;
-        let mut t = tally.borrow_mut();
-        t.sent += 1;
-        t.pay_us
-            .record((sent.elapsed().as_micros() as u64).max(1))
-            .ok();
-        if matches!(r, Ok((200, _))) {
-            t.paid += 1;
+        tally.borrow_mut().timed("order", sent, r.is_ok());
+        match r {
+            Ok((200, true, link)) => break link,
+            Ok((200, false, _)) => continue,
+            _ => return,
         }
+    };
+    {
+        let mut t = tally.borrow_mut();
+        t.delivered += 1;
+        t.latency("delivered", paid);
+    }
+    let Some(link) = link else { return };
+    let sent = Instant::now();
+    let get = Req {
+        method: "GET",
+        path: &link,
+        token: None,
+        idempotency_key: None,
+        body: b"",
+    };
+    let r = client
+        .send(ip, &get, |status, body| status == 200 && !body.is_empty())
+        .await;
+    let mut t = tally.borrow_mut();
+    t.timed("download", sent, r.is_ok());
+    if r == Ok(true) {
+        t.downloaded += 1;
     }
 }
 
@@ -386,56 +460,75 @@ pub fn run(plan: Vec<Arrival>, threads: usize, ctx: Arc<Context>) -> Tally {
 pub const GRACE: Duration = Duration::from_secs(10);
 
 /// Earns a ticket for each account from its own source address (challenge, proof of
-/// work, ticket), as shoppers do on the sale page before it opens. An account the data
-/// plane turns away (rate limits, the ticket cap) simply has none.
+/// work, ticket), as shoppers do on the sale page while it counts down. An account the
+/// data plane turns away (rate limits, the ticket cap) simply has none.
 pub fn earn_tickets(
-    target: SocketAddr,
+    targets: &[SocketAddr],
     campaign: &str,
     accounts: Vec<(String, Ipv4Addr)>,
     threads: usize,
-) -> Vec<Option<String>> {
+) -> (Vec<Option<String>>, Tally) {
     let chunk = accounts.len().div_ceil(threads.max(1)).max(1);
     let handles: Vec<_> = accounts
         .chunks(chunk)
         .map(|part| {
-            let (part, campaign) = (part.to_vec(), campaign.to_string());
+            let (part, campaign, targets) = (part.to_vec(), campaign.to_string(), targets.to_vec());
             std::thread::spawn(move || {
                 let Ok(rt) = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
                 else {
-                    return vec![None; part.len()];
+                    return (vec![None; part.len()], Tally::new());
                 };
                 let local = tokio::task::LocalSet::new();
                 local.block_on(&rt, async move {
-                    let client = Client {
-                        target,
-                        idle: RefCell::default(),
-                    };
+                    let client = Client::new(targets, 64);
+                    let tally = RefCell::new(Tally::new());
                     let mut out = Vec::with_capacity(part.len());
                     for (token, ip) in &part {
-                        out.push(earn_one(&client, &campaign, token, *ip).await);
+                        out.push(earn_one(&client, &campaign, token, *ip, &tally).await);
                     }
-                    out
+                    (out, tally.into_inner())
                 })
             })
         })
         .collect();
-    handles
-        .into_iter()
-        .flat_map(|h| h.join().unwrap_or_default())
-        .collect()
+    let mut tickets = Vec::new();
+    let mut tally = Tally::new();
+    for h in handles {
+        if let Ok((t, seen)) = h.join() {
+            tickets.extend(t);
+            tally.merge(seen);
+        }
+    }
+    (tickets, tally)
 }
 
-async fn earn_one(client: &Client, campaign: &str, token: &str, ip: Ipv4Addr) -> Option<String> {
+async fn earn_one(
+    client: &Client,
+    campaign: &str,
+    token: &str,
+    ip: Ipv4Addr,
+    tally: &RefCell<Tally>,
+) -> Option<String> {
+    let json = |status: u16, body: &[u8]| {
+        (
+            status,
+            serde_json::from_slice::<serde_json::Value>(body).unwrap_or_default(),
+        )
+    };
     let path = format!("/api/campaigns/{campaign}/challenge");
-    let (code, ch) = client
-        .send(ip, request(Method::POST, &path, token, None, String::new()))
-        .await
-        .ok()?;
-    if code != 200 {
-        return None;
-    }
+    let req = Req {
+        method: "POST",
+        path: &path,
+        token: Some(token),
+        idempotency_key: None,
+        body: b"",
+    };
+    let sent = Instant::now();
+    let r = client.send(ip, &req, json).await;
+    tally.borrow_mut().timed("challenge", sent, r.is_ok());
+    let (200, ch) = r.ok()? else { return None };
     let nonce = seckill_dataplane::guard::pow::solve(
         ch["prefix"].as_str()?,
         ch["difficulty"].as_u64()? as u32,
@@ -443,11 +536,14 @@ async fn earn_one(client: &Client, campaign: &str, token: &str, ip: Ipv4Addr) ->
     let body =
         serde_json::json!({ "challenge_id": ch["challenge_id"], "nonce": nonce }).to_string();
     let path = format!("/api/campaigns/{campaign}/ticket");
-    let (code, t) = client
-        .send(ip, request(Method::POST, &path, token, None, body))
-        .await
-        .ok()?;
-    (code == 200)
-        .then(|| t["ticket"].as_str().map(str::to_string))
-        .flatten()
+    let req = Req {
+        body: body.as_bytes(),
+        path: &path,
+        ..req
+    };
+    let sent = Instant::now();
+    let r = client.send(ip, &req, json).await;
+    tally.borrow_mut().timed("ticket", sent, r.is_ok());
+    let (200, t) = r.ok()? else { return None };
+    t["ticket"].as_str().map(str::to_string)
 }

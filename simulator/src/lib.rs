@@ -4,6 +4,7 @@
 //! - [`plan`]: the arrival plan, fixed before the run (open model);
 //! - [`engine`]: thread-per-core load with keep-alive pools per source address, latency
 //!   from the planned instant into HdrHistogram;
+//! - [`http`]: the lean HTTP/1.1 client the engine sends with;
 //! - [`run`]: sets up the sale, runs, reports who won, checks the ledger and thresholds;
 //! - [`plot`]: the run over time as an SVG;
 //! - [`verdict`]: thresholds as conditions on the report (`--fail-on`);
@@ -11,6 +12,7 @@
 
 pub mod burst;
 pub mod engine;
+pub mod http;
 pub mod plan;
 pub mod plot;
 pub mod run;

@@ -5,7 +5,7 @@ use anyhow::{bail, Context as _};
 use clap::Args;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::net::ToSocketAddrs;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use seckill_dataplane::campaign::{format_instant_ms, Action, CampaignSpec};
 use seckill_dataplane::ledger::Ledger;
-use seckill_dataplane::{control, ledger};
+use seckill_dataplane::{control, ledger, reconcile};
 
 use crate::engine::{self, Tally};
 use crate::plan::{self, Persona};
@@ -71,12 +71,23 @@ pub struct Report {
     pub offered_per_s: f64,
     pub achieved_per_s: f64,
     pub planned: u64,
-    /// Every request sent: purchases, retries and payments.
+    /// Every request sent during the sale: purchases, retries, payments, order views
+    /// and downloads (the challenges and tickets before it are in `requests_by_route`).
     pub requests: u64,
+    pub requests_by_route: BTreeMap<String, u64>,
+    /// Requests that got no HTTP answer (connect, transport, protocol, or given up).
+    pub unanswered: u64,
+    /// Planned purchases never sent: the simulator was still behind the plan when the
+    /// grace period after it ended.
+    pub unsent: u64,
     /// Purchase answers per persona: outcome → count.
     pub outcomes: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Purchases, from their planned instant (the headline figure).
     pub purchase_latency: Latency,
-    pub pay_latency: Latency,
+    /// Every route, from when each request was sent; "purchase" from the planned
+    /// instant; "delivered" from a payment's answer to the buyer seeing the order
+    /// delivered (the buyer looks 10, 30, 70, 150 … ms after paying, then every 500 ms).
+    pub route_latency: BTreeMap<String, Latency>,
     /// How late requests left compared with the plan (the simulator's own lag).
     pub send_lag: Latency,
     /// Units won: by persona.
@@ -84,8 +95,13 @@ pub struct Report {
     pub units_to_people: u64,
     pub units_to_bots: u64,
     pub paid: u64,
+    /// Paid orders their buyers saw delivered, and downloads that succeeded.
+    pub delivered: u64,
+    pub downloaded: u64,
     pub retry_mismatches: u64,
     pub ledger: Ledger,
+    /// Redis, the order streams and the order stores compared, when stores are given.
+    pub reconciliation: Option<reconcile::Report>,
     /// Second by second (planned send time): purchases answered and their p99.
     pub over_time: Vec<Second>,
     pub failures: Vec<String>,
@@ -188,16 +204,22 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Runs a validated scenario and builds its report.
-pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
-    let target = s
-        .target
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
+/// Resolves `http://host:port` to a socket address.
+fn resolve(url: &str) -> anyhow::Result<SocketAddr> {
+    url.trim_start_matches("http://")
         .to_socket_addrs()
         .ok()
         .and_then(|mut a| a.next())
-        .with_context(|| format!("target: cannot resolve {}", s.target))?;
+        .with_context(|| format!("target: cannot resolve {url}"))
+}
+
+/// Runs a validated scenario and builds its report.
+pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
+    let urls = s.targets();
+    let targets = urls
+        .iter()
+        .map(|u| resolve(u))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let threads = s
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -217,7 +239,7 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
                 .map(|n| seckill_dataplane::auth::issue_token(&secret, n, expires))
                 .collect()
         }
-        None => tokens(&s.target, &names, 8)?,
+        None => tokens(urls[0], &names, 8)?,
     };
     let (campaign, created) = match (&s.campaign.create, &s.campaign.id) {
         (Some(file), _) => (prepare_sale(s, file)?, true),
@@ -231,28 +253,30 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
         .timeout(Duration::from_secs(5))
         .build();
     let seen = Instant::now();
-    while agent
-        .get(&format!("{}/api/campaigns/{campaign}", s.target))
-        .call()
-        .is_err()
-    {
-        if seen.elapsed() > Duration::from_secs(5) {
-            bail!("target: the data plane does not show campaign {campaign}");
+    for url in &urls {
+        while agent
+            .get(&format!("{url}/api/campaigns/{campaign}"))
+            .call()
+            .is_err()
+        {
+            if seen.elapsed() > Duration::from_secs(5) {
+                bail!("target: {url} does not show campaign {campaign}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
-        std::thread::sleep(Duration::from_millis(50));
     }
-    let tickets = if spec.require_ticket {
+    let (tickets, before) = if spec.require_ticket {
         // Every account but the skipper's proves its work before the sale.
         let accounts = tokens
             .iter()
             .enumerate()
             .map(|(i, t)| (t.clone(), plan::account_ip(users, i)))
             .collect();
-        let mut t = engine::earn_tickets(target, &campaign, accounts, threads);
+        let (mut t, seen) = engine::earn_tickets(&targets, &campaign, accounts, threads);
         t[plan::skipper_user(users)] = None;
-        t
+        (t, seen)
     } else {
-        vec![None; tokens.len()]
+        (vec![None; tokens.len()], Tally::new())
     };
 
     let lead = Duration::from_millis(500);
@@ -272,8 +296,9 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
     let planned = plan.len() as u64;
     let ctx = Arc::new(engine::Context {
         progress: engine::Progress::default(),
-        target,
+        targets,
         campaign: campaign.clone(),
+        connections: s.connections,
         tokens,
         tickets,
         start,
@@ -301,12 +326,44 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
         control::connect(&s.redis).with_context(|| format!("redis: connecting to {}", s.redis))?;
     let c = control::get(&mut con, &campaign)?;
     let ledger = ledger::check(&mut con, &c)?;
+    let reconciliation = if s.stores.is_empty() {
+        None
+    } else {
+        Some(reconcile_settled(&mut con, &campaign, &s.stores)?)
+    };
     Ok(build_report(
-        s, campaign, opens_ms, planned, elapsed, tally, ledger,
+        s,
+        campaign,
+        opens_ms,
+        planned,
+        elapsed,
+        (tally, before),
+        ledger,
+        reconciliation,
     ))
 }
 
-/// One line on the terminal, rewritten each second: how far, how fast, what came back.
+/// Reconciles once the workers have caught up (every event read, acknowledged and
+/// delivered), or as things stand after 15 s.
+fn reconcile_settled(
+    con: &mut redis::Connection,
+    campaign: &str,
+    stores: &[PathBuf],
+) -> anyhow::Result<reconcile::Report> {
+    let since = Instant::now();
+    loop {
+        let r = reconcile::reconcile(con, campaign, stores)
+            .with_context(|| format!("reconciling {campaign}"))?;
+        let settled = r.drained() && r.missing.is_empty() && r.undelivered.is_empty();
+        if settled || since.elapsed() > Duration::from_secs(15) {
+            return Ok(r);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// One line on the terminal, rewritten each second: how far, how fast, what came back,
+/// and the p99 of the purchases answered in that second.
 fn show_progress(ctx: &engine::Context, done: &std::sync::atomic::AtomicBool, duration: f64) {
     use std::sync::atomic::Ordering::Relaxed;
     let mut last = 0;
@@ -314,9 +371,14 @@ fn show_progress(ctx: &engine::Context, done: &std::sync::atomic::AtomicBool, du
         std::thread::sleep(Duration::from_secs(1));
         let p = &ctx.progress;
         let answered = p.answered.load(Relaxed);
+        let p99 = p.window.lock().map_or(0.0, |mut w| {
+            let v = w.value_at_quantile(0.99) as f64 / 1000.0;
+            w.reset();
+            v
+        });
         let t = ctx.start.elapsed().as_secs_f64();
         eprint!(
-            "\r{t:5.1}/{duration:.0} s  {:>7}/s  held {:>6}  refused {:>8}  errors {:>6}   ",
+            "\r{t:5.1}/{duration:.0} s  {:>7}/s  p99 {p99:>8.2} ms  held {:>6}  refused {:>8}  errors {:>6}   ",
             answered - last,
             p.held.load(Relaxed),
             p.refused.load(Relaxed),
@@ -327,14 +389,16 @@ fn show_progress(ctx: &engine::Context, done: &std::sync::atomic::AtomicBool, du
     eprintln!();
 }
 
+#[allow(clippy::too_many_arguments)]
 fn build_report(
     s: &Scenario,
     campaign: String,
     opens_ms: i64,
     planned: u64,
     elapsed: f64,
-    t: Tally,
+    (t, before): (Tally, Tally),
     ledger: Ledger,
+    reconciliation: Option<reconcile::Report>,
 ) -> Report {
     let mut outcomes: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     for ((p, o), n) in &t.outcomes {
@@ -363,10 +427,28 @@ fn build_report(
         .filter(|((_, o), _)| !o.starts_with("error"))
         .map(|(_, n)| n)
         .sum();
-    let purchase_latency = Latency::of(&t.purchase_us);
+    let requests = t.requests();
+    let mut all = before;
+    all.merge(t);
+    let t = all;
+    let purchase_latency = t
+        .routes
+        .get("purchase")
+        .map(Latency::of)
+        .unwrap_or_else(|| Latency::of(&engine::histogram()));
+    let route_latency = engine::ROUTES
+        .iter()
+        .filter_map(|r| t.routes.get(r).map(|h| (r.to_string(), Latency::of(h))))
+        .collect();
     let mut failures = Vec::new();
-    if !ledger.holds() {
-        failures.push(format!("ledger: {}", ledger.violations.join("; ")));
+    match &reconciliation {
+        Some(rec) if !rec.holds() => {
+            failures.push(format!("reconciliation: {}", rec.violations.join("; ")))
+        }
+        None if !ledger.holds() => {
+            failures.push(format!("ledger: {}", ledger.violations.join("; ")))
+        }
+        _ => {}
     }
     if t.retry_mismatches > 0 {
         failures.push(format!(
@@ -414,17 +496,23 @@ fn build_report(
         offered_per_s: planned as f64 / s.duration_s,
         achieved_per_s: answered as f64 / elapsed,
         planned,
-        requests: t.sent,
+        requests,
+        requests_by_route: t.sent.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        unanswered: t.failed,
+        unsent: t.unsent,
         outcomes,
-        pay_latency: Latency::of(&t.pay_us),
+        route_latency,
         send_lag: Latency::of(&t.send_lag_us),
         purchase_latency,
         units_won,
         units_to_people: people,
         units_to_bots: bots,
         paid: t.paid,
+        delivered: t.delivered,
+        downloaded: t.downloaded,
         retry_mismatches: t.retry_mismatches,
         ledger,
+        reconciliation,
         failures,
     };
     let broken = crate::verdict::broken(&r, &conditions);
@@ -434,23 +522,25 @@ fn build_report(
 
 pub fn summary(r: &Report) -> String {
     let mut out = String::new();
-    let l = &r.purchase_latency;
     out += &format!(
         "campaign {} (sale opened {}), {:.0} s, {} purchases planned\n",
         r.campaign, r.sale_opens, r.scenario.duration_s, r.planned
     );
     out += &format!(
-        "offered {:.0}/s, answered {:.0}/s, {} requests in all (with retries and payments)\n",
-        r.offered_per_s, r.achieved_per_s, r.requests
+        "offered {:.0}/s, answered {:.0}/s, {} requests in all ({} unanswered, {} never sent); the simulator's own send lag: p99 {:.2} ms, max {:.2}\n",
+        r.offered_per_s, r.achieved_per_s, r.requests, r.unanswered, r.unsent, r.send_lag.p99_ms, r.send_lag.max_ms
     );
-    out += &format!(
-        "purchase latency from the planned send: p50 {:.2} ms, p90 {:.2}, p99 {:.2}, p99.9 {:.2}, max {:.2}\n",
-        l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms, l.max_ms
-    );
-    out += &format!(
-        "payment latency: p50 {:.2} ms, p99 {:.2}; the simulator's own send lag: p99 {:.2} ms, max {:.2}\n",
-        r.pay_latency.p50_ms, r.pay_latency.p99_ms, r.send_lag.p99_ms, r.send_lag.max_ms
-    );
+    out += "latency, ms   requests      p50      p90      p99    p99.9      max\n";
+    let routes = engine::ROUTES
+        .iter()
+        .filter_map(|k| r.route_latency.get(*k).map(|l| (k, l)));
+    for (route, l) in routes {
+        out += &format!(
+            "  {route:<10} {:>9} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}\n",
+            l.count, l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms, l.max_ms
+        );
+    }
+    out += "  (purchase: from the planned send; delivered: from the payment's answer)\n";
     out += "outcomes:\n";
     for (persona, outcomes) in &r.outcomes {
         for (o, n) in outcomes {
@@ -458,10 +548,28 @@ pub fn summary(r: &Report) -> String {
         }
     }
     out += &format!(
-        "units won: {} by people, {} by bots {:?}; {} paid\n",
-        r.units_to_people, r.units_to_bots, r.units_won, r.paid
+        "units won: {} by people, {} by bots {:?}\n",
+        r.units_to_people, r.units_to_bots, r.units_won
+    );
+    out += &format!(
+        "buyers: {} paid, {} saw their order delivered, {} downloaded it\n",
+        r.paid, r.delivered, r.downloaded
     );
     out += &format!("ledger: {}\n", r.ledger);
+    if let Some(rec) = &r.reconciliation {
+        out += &format!(
+            "reconciliation with {}: orders {:?} in Redis, {:?} stored; missing {}, undelivered {}, delivered twice {}, codes reused {}; streams: {} pending, {} unread\n",
+            rec.stores.join(", "),
+            rec.orders_in_redis,
+            rec.orders_in_stores,
+            rec.missing.len(),
+            rec.undelivered.len(),
+            rec.delivered_twice.len(),
+            rec.codes_reused.len(),
+            rec.streams.pending,
+            rec.streams.lag,
+        );
+    }
     if r.passed() {
         out += "verdict: PASS\n";
     } else {

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
+    /// The data plane: one URL, or several separated by commas (each source address
+    /// talks to one of them, as a load balancer with source affinity would route it).
     pub target: String,
     pub redis: String,
     /// The data plane's secret: tokens are signed here. Without it, the simulator asks
@@ -18,6 +20,14 @@ pub struct Scenario {
     pub duration_s: f64,
     #[serde(default)]
     pub threads: Option<usize>,
+    /// Sessions in flight per load thread, at most; later arrivals wait for a free one,
+    /// and the wait counts in their latency.
+    #[serde(default = "default_connections")]
+    pub connections: usize,
+    /// Order stores (SQLite files of the data plane's workers) to reconcile against at
+    /// the end; without them, the ledger is checked in Redis only.
+    #[serde(default)]
+    pub stores: Vec<PathBuf>,
     pub campaign: CampaignChoice,
     pub arrivals: Arrivals,
     pub population: Population,
@@ -58,6 +68,10 @@ pub struct Arrivals {
     pub rate: f64,
     #[serde(default = "one")]
     pub ramp_s: f64,
+}
+
+fn default_connections() -> usize {
+    4096
 }
 
 fn one() -> f64 {
@@ -110,6 +124,11 @@ pub struct Overrides {
     pub duration_s: Option<f64>,
     #[arg(long)]
     pub threads: Option<usize>,
+    #[arg(long)]
+    pub connections: Option<usize>,
+    /// An order store to reconcile against (repeat for several).
+    #[arg(long = "store", value_name = "FILE")]
+    pub stores: Vec<PathBuf>,
     /// Campaign file to create a fresh copy of.
     #[arg(long)]
     pub create: Option<PathBuf>,
@@ -171,6 +190,7 @@ impl Scenario {
             self.target => o.target,
             self.redis => o.redis,
             self.duration_s => o.duration_s,
+            self.connections => o.connections,
             self.campaign.starts_in_s => o.starts_in_s,
             self.arrivals.profile => o.profile,
             self.arrivals.rate => o.rate,
@@ -188,6 +208,9 @@ impl Scenario {
         }
         if o.secret_file.is_some() {
             self.secret_file = o.secret_file.clone();
+        }
+        if !o.stores.is_empty() {
+            self.stores = o.stores.clone();
         }
         if o.threads.is_some() {
             self.threads = o.threads;
@@ -211,10 +234,23 @@ impl Scenario {
         }
     }
 
+    /// The target URLs, without trailing slashes.
+    pub fn targets(&self) -> Vec<&str> {
+        self.target
+            .split(',')
+            .map(|t| t.trim().trim_end_matches('/'))
+            .collect()
+    }
+
     /// Checks every field, naming the one that is wrong.
     pub fn validate(&self) -> anyhow::Result<()> {
-        if !self.target.starts_with("http://") {
-            bail!("target: expected http://host:port");
+        for t in self.targets() {
+            if !t.starts_with("http://") || t.len() <= "http://".len() {
+                bail!("target: expected http://host:port (several separated by commas), got '{t}'");
+            }
+        }
+        if self.connections == 0 {
+            bail!("connections: must be at least 1");
         }
         if !(self.duration_s > 0.0 && self.duration_s <= 3600.0) {
             bail!("duration_s: must be above 0 and at most 3600");

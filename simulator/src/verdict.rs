@@ -33,6 +33,10 @@ pub const METRICS: &[&str] = &[
     "oversell",
     "violations",
     "errors",
+    "unanswered",
+    "missing",
+    "undelivered",
+    "delivered_twice",
     "retry_mismatches",
     "achieved_ratio",
 ];
@@ -95,7 +99,21 @@ fn value(r: &Report, metric: &str) -> f64 {
         "max" => l.max_ms,
         "bot_wins" => r.units_to_bots as f64,
         "oversell" => (r.ledger.held + r.ledger.sold - r.ledger.total).max(0) as f64,
-        "violations" => r.ledger.violations.len() as f64,
+        "violations" => r
+            .reconciliation
+            .as_ref()
+            .map_or(&r.ledger.violations, |rec| &rec.violations)
+            .len() as f64,
+        "unanswered" => r.unanswered as f64,
+        "missing" => r.reconciliation.as_ref().map_or(0, |rec| rec.missing.len()) as f64,
+        "undelivered" => r
+            .reconciliation
+            .as_ref()
+            .map_or(0, |rec| rec.undelivered.len()) as f64,
+        "delivered_twice" => r
+            .reconciliation
+            .as_ref()
+            .map_or(0, |rec| rec.delivered_twice.len()) as f64,
         "errors" => r
             .outcomes
             .values()

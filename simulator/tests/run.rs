@@ -62,7 +62,7 @@ fn scenario_with(
     let campaign = dir.join("c.toml");
     std::fs::write(
         &campaign,
-        format!("id = \"simt\"\nname = \"sim test\"\ntotal = 200\npartitions = 4\nper_user_limit = 1\nhold_ttl_s = 60\nprice_cents = 1\n{campaign_extra}"),
+        format!("id = \"simt\"\nname = \"sim test\"\ntotal = 200\npartitions = 4\nper_user_limit = 1\nhold_ttl_s = 60\nprice_cents = 1\ncontent_file = \"album.zip\"\n{campaign_extra}"),
     )
     .expect("campaign file");
     let text = format!(
@@ -70,6 +70,7 @@ fn scenario_with(
 target = "{target}"
 redis = "{redis}"
 secret_file = "{secret}"
+stores = ["{d}/orders-a.sqlite", "{d}/orders-b.sqlite"]
 duration_s = 3
 threads = 2
 [campaign]
@@ -95,6 +96,7 @@ sybil = 0.06
 p99_ms = 2000
 "#,
         secret = dir.join("secret").display(),
+        d = dir.display(),
         campaign = campaign.display(),
     );
     let s: Scenario = toml::from_str(&text).expect("scenario");
@@ -133,39 +135,66 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
         "simulator test secret, long enough",
     )
     .expect("secret");
-    let port = free_port();
+    // Two nodes, each with its own order worker and store; each source address talks
+    // to one of them.
     let d = dir.path().display();
-    std::fs::write(
-        dir.path().join("dp.toml"),
-        format!(
-            "listen = \"127.0.0.1:{port}\"\nredis = \"{redis}\"\nshards = 2\nsecret_file = \"{d}/secret\"\n\
-             [worker]\ndb = \"{d}/orders.sqlite\"\n[limits]\nip_rate = 50\nip_burst = 100\n\
-             [tickets]\ndifficulty = 8\n"
-        ),
-    )
-    .expect("config");
-    let _node = Killed(
-        Command::new(dataplane_bin())
-            .args(["serve", "--config"])
-            .arg(dir.path().join("dp.toml"))
-            .env("RUST_LOG", "warn")
-            .spawn()
-            .expect("data plane"),
-    );
-    let target = format!("http://127.0.0.1:{port}");
-    wait_for("the data plane", || {
-        ureq::get(&format!("{target}/api/time")).call().is_ok()
-    });
+    std::fs::create_dir_all(dir.path().join("content")).expect("content dir");
+    std::fs::write(dir.path().join("content/album.zip"), vec![7u8; 10_000]).expect("content");
+    let mut nodes = Vec::new();
+    let mut targets = Vec::new();
+    for name in ["a", "b"] {
+        let port = free_port();
+        let config = dir.path().join(format!("dp-{name}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "listen = \"127.0.0.1:{port}\"\nredis = \"{redis}\"\nshards = 2\nsecret_file = \"{d}/secret\"\n\
+                 content_dir = \"{d}/content\"\n\
+                 [worker]\nname = \"{name}\"\ndb = \"{d}/orders-{name}.sqlite\"\n[limits]\nip_rate = 50\nip_burst = 100\n\
+                 [tickets]\ndifficulty = 8\n"
+            ),
+        )
+        .expect("config");
+        nodes.push(Killed(
+            Command::new(dataplane_bin())
+                .args(["serve", "--config"])
+                .arg(&config)
+                .env("RUST_LOG", "warn")
+                .spawn()
+                .expect("data plane"),
+        ));
+        let target = format!("http://127.0.0.1:{port}");
+        wait_for("the data plane", || {
+            ureq::get(&format!("{target}/api/time")).call().is_ok()
+        });
+        targets.push(target);
+    }
+    let target = targets.join(",");
 
     let s = scenario(dir.path(), &target, &redis);
     let r = execute(&s, 7).expect("run");
     let text = summary(&r);
     eprintln!("{text}");
 
-    // Every planned purchase has exactly one outcome.
+    // Every planned purchase has exactly one outcome, and every request is counted
+    // on its route.
     let answered: u64 = r.outcomes.values().flat_map(|o| o.values()).sum();
     assert_eq!(answered, r.planned);
-    assert!(r.requests >= r.planned + r.paid);
+    assert_eq!(r.requests_by_route["purchase"], r.planned);
+    let sale: u64 = ["purchase", "retry", "pay", "order", "download"]
+        .iter()
+        .map(|k| r.requests_by_route.get(*k).copied().unwrap_or(0))
+        .sum();
+    assert_eq!(r.requests, sale, "{:?}", r.requests_by_route);
+    assert_eq!(r.unanswered + r.unsent, 0);
+    for route in ["purchase", "retry", "pay", "order", "delivered", "download"] {
+        assert!(r.route_latency.contains_key(route), "{route}");
+    }
+    assert_eq!(r.route_latency["pay"].count, r.requests_by_route["pay"]);
+    // Buyers who paid saw their order delivered and downloaded it.
+    assert!(r.paid > 0);
+    assert_eq!(r.delivered, r.paid);
+    assert_eq!(r.downloaded, r.delivered);
     // The defences hold: forged tokens win nothing, each bot account at most its limit.
     assert_eq!(r.units_won.get("forger"), None);
     for one_account in ["hammer", "ip_rotator", "replayer", "skipper"] {
@@ -195,6 +224,17 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
         );
     }
     assert!(r.ledger.holds(), "{}", r.ledger);
+    // Both stores together hold every order, each paid one delivered exactly once.
+    let rec = r.reconciliation.as_ref().expect("stores given");
+    assert!(rec.holds(), "{:?}", rec.violations);
+    assert!(rec.drained());
+    assert_eq!(
+        rec.orders_in_redis.values().sum::<u64>(),
+        rec.orders_in_stores.values().sum::<u64>()
+    );
+    assert_eq!(rec.orders_in_redis.get("delivered").copied(), Some(r.paid));
+    assert!(rec.missing.is_empty() && rec.undelivered.is_empty());
+    assert!(rec.delivered_twice.is_empty());
     assert!(
         taken > 150,
         "the crowd took only {taken} of 200 units: {:?}",
@@ -214,6 +254,13 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
     assert!(text.contains(&format!("{} purchases planned", json["planned"])));
     assert!(text.contains(&format!("{} by people", json["units_to_people"])));
     assert!(text.contains("verdict: PASS"));
+    assert!(text.contains(&format!("{} saw their order delivered", json["delivered"])));
+    assert!(text.contains(&format!(
+        "  pay {:>16}",
+        json["route_latency"]["pay"]["count"]
+            .as_u64()
+            .expect("a count")
+    )));
 
     // A threshold that cannot be met fails the run.
     let mut strict = s.clone();
@@ -247,7 +294,9 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
         r.outcomes["skipper"]
     );
     assert!(r.units_won.get("replayer").copied().unwrap_or(0) <= 1);
+    assert!(r.route_latency.contains_key("challenge") && r.route_latency.contains_key("ticket"));
     assert!(r.ledger.holds(), "{}", r.ledger);
+    assert!(r.reconciliation.as_ref().is_some_and(|rec| rec.holds()));
 }
 
 /// A change that makes a valid scenario invalid.
@@ -259,6 +308,8 @@ fn invalid_scenarios_name_their_field() {
     let base = scenario(dir.path(), "http://127.0.0.1:1", "redis://127.0.0.1:1");
     let cases: Vec<(&str, Change)> = vec![
         ("target", |s| s.target = "ftp://x".into()),
+        ("target", |s| s.target = "http://127.0.0.1:1,".into()),
+        ("connections", |s| s.connections = 0),
         ("duration_s", |s| s.duration_s = 0.0),
         ("arrivals.rate", |s| s.arrivals.rate = -1.0),
         ("population.users", |s| s.population.users = 0),

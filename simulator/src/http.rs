@@ -1,0 +1,252 @@
+//! A lean HTTP/1.1 keep-alive client for the load threads: the request is written from
+//! one buffer, the reply's head parsed in place with `httparse`, and its body handed back
+//! as a slice of the connection's buffer. No per-request tasks or channels, no header
+//! maps: the simulator must offer load faster than the data plane answers it.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::net::{Ipv4Addr, SocketAddr};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+/// What went wrong with a request, as the report names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    Connect,
+    /// The connection broke or closed before a whole reply came.
+    Transport,
+    /// The reply was not HTTP/1.1 the simulator can read.
+    Protocol,
+}
+
+impl Failure {
+    pub fn name(self) -> &'static str {
+        match self {
+            Failure::Connect => "connect",
+            Failure::Transport => "transport",
+            Failure::Protocol => "protocol",
+        }
+    }
+}
+
+/// One request. The body, when there is one, is JSON.
+pub struct Req<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub token: Option<&'a str>,
+    pub idempotency_key: Option<&'a str>,
+    pub body: &'a [u8],
+}
+
+impl Req<'_> {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.clear();
+        // Writing into a Vec cannot fail.
+        let _ = write!(
+            out,
+            "{} {} HTTP/1.1\r\nHost: seckill\r\n",
+            self.method, self.path
+        );
+        if let Some(t) = self.token {
+            let _ = write!(out, "Authorization: Bearer {t}\r\n");
+        }
+        if let Some(k) = self.idempotency_key {
+            let _ = write!(out, "Idempotency-Key: {k}\r\n");
+        }
+        if self.body.is_empty() {
+            out.extend_from_slice(b"Content-Length: 0\r\n\r\n");
+        } else {
+            let _ = write!(
+                out,
+                "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                self.body.len()
+            );
+            out.extend_from_slice(self.body);
+        }
+    }
+}
+
+/// A keep-alive connection from one source address.
+pub struct Conn {
+    stream: TcpStream,
+    ip: Ipv4Addr,
+    out: Vec<u8>,
+    buf: Vec<u8>,
+    /// Whether the connection has carried a request (so a close may be the server's idle
+    /// timeout rather than an answer to this one).
+    used: bool,
+    /// Whether the server asked to close after the last reply.
+    closing: bool,
+}
+
+const HEAD_LIMIT: usize = 16 * 1024;
+
+impl Conn {
+    async fn open(ip: Ipv4Addr, target: SocketAddr) -> std::io::Result<Conn> {
+        let socket = TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::new(ip.into(), 0))?;
+        let stream = socket.connect(target).await?;
+        stream.set_nodelay(true)?;
+        Ok(Conn {
+            stream,
+            ip,
+            out: Vec::with_capacity(512),
+            buf: Vec::with_capacity(4096),
+            used: false,
+            closing: false,
+        })
+    }
+
+    /// Sends `req` and reads the whole reply: its status and body.
+    async fn call(&mut self, req: &Req<'_>) -> Result<(u16, std::ops::Range<usize>), Failure> {
+        req.encode(&mut self.out);
+        self.used = true;
+        self.stream
+            .write_all(&self.out)
+            .await
+            .map_err(|_| Failure::Transport)?;
+        self.buf.clear();
+        let (status, head, length) = loop {
+            if self.read_some().await? == 0 {
+                return Err(Failure::Transport);
+            }
+            let mut headers = [httparse::EMPTY_HEADER; 24];
+            let mut reply = httparse::Response::new(&mut headers);
+            match reply.parse(&self.buf) {
+                Ok(httparse::Status::Complete(head)) => {
+                    let status = reply.code.ok_or(Failure::Protocol)?;
+                    let mut length = None;
+                    for h in reply.headers.iter() {
+                        if h.name.eq_ignore_ascii_case("content-length") {
+                            length = std::str::from_utf8(h.value)
+                                .ok()
+                                .and_then(|v| v.trim().parse::<usize>().ok());
+                        } else if h.name.eq_ignore_ascii_case("connection")
+                            && h.value.eq_ignore_ascii_case(b"close")
+                        {
+                            self.closing = true;
+                        }
+                    }
+                    // The data plane always says how long its replies are.
+                    break (status, head, length.ok_or(Failure::Protocol)?);
+                }
+                Ok(httparse::Status::Partial) if self.buf.len() < HEAD_LIMIT => {}
+                _ => return Err(Failure::Protocol),
+            }
+        };
+        while self.buf.len() < head + length {
+            if self.read_some().await? == 0 {
+                return Err(Failure::Transport);
+            }
+        }
+        Ok((status, head..head + length))
+    }
+
+    async fn read_some(&mut self) -> Result<usize, Failure> {
+        if self.buf.capacity() - self.buf.len() < 1024 {
+            self.buf.reserve(4096);
+        }
+        self.stream
+            .read_buf(&mut self.buf)
+            .await
+            .map_err(|_| Failure::Transport)
+    }
+}
+
+/// Keep-alive connections pooled per source address, to one target per address (as a
+/// load balancer with source affinity would route them).
+pub struct Client {
+    targets: Vec<SocketAddr>,
+    idle: RefCell<HashMap<Ipv4Addr, Vec<Conn>>>,
+    idle_count: Cell<usize>,
+    max_idle: usize,
+}
+
+impl Client {
+    pub fn new(targets: Vec<SocketAddr>, max_idle: usize) -> Client {
+        Client {
+            targets,
+            idle: RefCell::default(),
+            idle_count: Cell::new(0),
+            max_idle,
+        }
+    }
+
+    fn target_of(&self, ip: Ipv4Addr) -> SocketAddr {
+        self.targets[u32::from(ip) as usize % self.targets.len()]
+    }
+
+    fn take(&self, ip: Ipv4Addr) -> Option<Conn> {
+        let c = self.idle.borrow_mut().get_mut(&ip).and_then(Vec::pop);
+        if c.is_some() {
+            self.idle_count.set(self.idle_count.get() - 1);
+        }
+        c
+    }
+
+    fn give_back(&self, conn: Conn) {
+        if conn.closing || self.idle_count.get() >= self.max_idle {
+            return;
+        }
+        self.idle_count.set(self.idle_count.get() + 1);
+        self.idle
+            .borrow_mut()
+            .entry(conn.ip)
+            .or_default()
+            .push(conn);
+    }
+
+    /// Sends `req` from `ip` and hands its status and body to `read`, on an idle
+    /// connection of that address or a new one. A reused connection the server had
+    /// already closed is replaced once, as browsers do.
+    pub async fn send<T>(
+        &self,
+        ip: Ipv4Addr,
+        req: &Req<'_>,
+        read: impl FnOnce(u16, &[u8]) -> T,
+    ) -> Result<T, Failure> {
+        let mut fresh = false;
+        let mut conn = match self.take(ip) {
+            Some(c) => c,
+            None => {
+                fresh = true;
+                Conn::open(ip, self.target_of(ip))
+                    .await
+                    .map_err(|_| Failure::Connect)?
+            }
+        };
+        let reply = match conn.call(req).await {
+            Err(Failure::Transport) if !fresh && conn.buf.is_empty() => {
+                conn = Conn::open(ip, self.target_of(ip))
+                    .await
+                    .map_err(|_| Failure::Connect)?;
+                conn.call(req).await
+            }
+            r => r,
+        };
+        let (status, body) = reply?;
+        let out = read(status, &conn.buf[body]);
+        self.give_back(conn);
+        Ok(out)
+    }
+}
+
+/// The fields of a reply's JSON body the simulator looks at.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct Reply<'a> {
+    #[serde(borrow)]
+    pub error: Option<&'a str>,
+    #[serde(borrow)]
+    pub order_id: Option<&'a str>,
+    #[serde(borrow)]
+    pub status: Option<&'a str>,
+    #[serde(borrow)]
+    pub download_url: Option<&'a str>,
+}
+
+impl<'a> Reply<'a> {
+    pub fn of(body: &'a [u8]) -> Reply<'a> {
+        serde_json::from_slice(body).unwrap_or_default()
+    }
+}

@@ -110,6 +110,10 @@ fmt:
 bench-http SHARDS="1" ROUNDS="3" SECONDS="5":
     bench/http-ceiling.sh {{SHARDS}} {{ROUNDS}} {{SECONDS}}
 
+# The simulator's offered rate beside wrk's on the same endpoints (it must not be the bottleneck).
+bench-sim ROUNDS="3" SECONDS="5" CONNECTIONS="64":
+    bench/sim-vs-wrk.sh {{ROUNDS}} {{SECONDS}} {{CONNECTIONS}}
+
 # Order pipeline: worker throughput into SQLite and pay-to-delivered latency in a surge.
 bench-orders ORDERS="20000":
     bench/orders.sh {{ORDERS}}

@@ -11,6 +11,8 @@ use crate::auth::Secret;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
+    /// This node's name in the fleet's telemetry; absent means `hostname:port`.
+    pub node: Option<String>,
     /// Address every shard listens on (`SO_REUSEPORT`).
     pub listen: String,
     /// Redis URL: `redis://[user:password@]host:port[/db]`.
@@ -126,6 +128,7 @@ pub struct ControlConfig {
 impl Default for Config {
     fn default() -> Self {
         Config {
+            node: None,
             listen: "127.0.0.1:8080".into(),
             redis: "redis://127.0.0.1:6390".into(),
             shards: None,
@@ -247,6 +250,8 @@ fn field_at(text: &str, pos: usize) -> Option<String> {
 /// A validated configuration, ready to run.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    pub node: String,
+    pub started_ms: i64,
     pub listen: SocketAddr,
     pub redis_url: String,
     pub redis: RedisTarget,
@@ -460,7 +465,24 @@ impl Config {
                 "must be at most 1000 (nodes apply changes within 1 s)",
             ));
         }
+        let node = match &self.node {
+            Some(n)
+                if !(1..=64).contains(&n.len())
+                    || !n
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_:.".contains(&b)) =>
+            {
+                return Err(bad(
+                    "node",
+                    "1 to 64 of letters, digits, '-', '_', ':' and '.'",
+                ));
+            }
+            Some(n) => n.clone(),
+            None => format!("{}:{}", hostname(), listen.port()),
+        };
         Ok(Settings {
+            node,
+            started_ms: crate::now_ms(),
             listen,
             redis_url: self.redis.clone(),
             redis,
@@ -480,6 +502,16 @@ impl Config {
             tickets: self.tickets.clone(),
         })
     }
+}
+
+/// This machine's name, for node names.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
 }
 
 #[cfg(test)]

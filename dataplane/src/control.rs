@@ -225,22 +225,30 @@ pub struct PartitionStock {
     pub transit: i64,
 }
 
+/// Every partition's counters, read in one transaction: a consistent picture even while
+/// purchases and transfers run.
 pub fn partitions(con: &mut redis::Connection, c: &Campaign) -> Result<Vec<PartitionStock>> {
-    (0..c.spec.partitions)
-        .map(|p| {
-            let v: Vec<Option<i64>> = redis::cmd("HMGET")
-                .arg(PartitionKeys::new(&c.spec.id, p).part())
-                .arg(&["initial", "stock", "held", "sold", "transit"])
-                .query(con)?;
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    for p in 0..c.spec.partitions {
+        pipe.cmd("HMGET")
+            .arg(PartitionKeys::new(&c.spec.id, p).part())
+            .arg(&["initial", "stock", "held", "sold", "transit"]);
+    }
+    let rows: Vec<Vec<Option<i64>>> = pipe.query(con)?;
+    Ok(rows
+        .into_iter()
+        .enumerate()
+        .map(|(p, v)| {
             let f = |i: usize| v.get(i).copied().flatten().unwrap_or(0);
-            Ok(PartitionStock {
-                partition: p,
+            PartitionStock {
+                partition: p as u32,
                 initial: f(0),
                 stock: f(1),
                 held: f(2),
                 sold: f(3),
                 transit: f(4),
-            })
+            }
         })
-        .collect()
+        .collect())
 }

@@ -16,7 +16,8 @@
 //! every order store).
 //!
 //! Beside the hot path: [`campaign`] (the model), [`control`] (the control plane, for the
-//! CLI and console), [`ledger`] (the Redis side of the invariants) and [`config`].
+//! CLI and console), [`ledger`] (the Redis side of the invariants), [`telemetry`] (each
+//! node's and worker's record of the last second, for the console) and [`config`].
 
 pub mod auth;
 pub mod campaign;
@@ -33,6 +34,7 @@ pub mod scripts;
 pub mod server;
 pub mod shard;
 pub mod store;
+pub mod telemetry;
 
 /// Milliseconds since the Unix epoch, by this machine's clock.
 pub fn now_ms() -> i64 {

@@ -156,6 +156,34 @@ pub fn redis_orders(
     Ok(out)
 }
 
+/// Entries of one stream the `workers` group has read and not acknowledged (pending),
+/// and has not read yet (lag).
+pub fn backlog(con: &mut redis::Connection, key: &str) -> redis::RedisResult<(u64, u64)> {
+    let groups: Vec<HashMap<String, redis::Value>> = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(key)
+        .query(con)
+        .unwrap_or_default();
+    let mut out = (0, 0);
+    for g in groups {
+        if crate::store::text(g.get("name")).as_deref() == Some(keys::WORKER_GROUP) {
+            out.0 += crate::store::int(g.get("pending")).unwrap_or(0) as u64;
+            out.1 += match g.get("lag") {
+                Some(redis::Value::Int(n)) => *n as u64,
+                // Redis cannot always count the lag; then compare the group's last
+                // delivered entry with the stream's last one.
+                _ => {
+                    let info: HashMap<String, redis::Value> =
+                        redis::cmd("XINFO").arg("STREAM").arg(key).query(con)?;
+                    let last = crate::store::text(info.get("last-generated-id"));
+                    u64::from(crate::store::text(g.get("last-delivered-id")) != last)
+                }
+            };
+        }
+    }
+    Ok(out)
+}
+
 fn stream_state(
     con: &mut redis::Connection,
     c: &Campaign,
@@ -165,27 +193,9 @@ fn stream_state(
     for p in 0..c.spec.partitions {
         let key = PartitionKeys::new(&c.spec.id, p).events();
         s.entries += con.xlen::<_, u64>(&key)?;
-        let groups: Vec<HashMap<String, redis::Value>> = redis::cmd("XINFO")
-            .arg("GROUPS")
-            .arg(&key)
-            .query(con)
-            .unwrap_or_default();
-        for g in groups {
-            if crate::store::text(g.get("name")).as_deref() == Some(keys::WORKER_GROUP) {
-                s.pending += crate::store::int(g.get("pending")).unwrap_or(0) as u64;
-                s.lag += match g.get("lag") {
-                    Some(redis::Value::Int(n)) => *n as u64,
-                    // Redis cannot always count the lag; then compare the group's last
-                    // delivered entry with the stream's last one.
-                    _ => {
-                        let info: HashMap<String, redis::Value> =
-                            redis::cmd("XINFO").arg("STREAM").arg(&key).query(con)?;
-                        let last = crate::store::text(info.get("last-generated-id"));
-                        u64::from(crate::store::text(g.get("last-delivered-id")) != last)
-                    }
-                };
-            }
-        }
+        let (pending, lag) = backlog(con, &key)?;
+        s.pending += pending;
+        s.lag += lag;
         let entries: redis::streams::StreamRangeReply = con.xrange_all(&key)?;
         for e in entries.ids {
             if e.get::<String>("type").as_deref() == Some("delivered") {

@@ -52,6 +52,8 @@ pub struct Shard {
     blacklist_version: Cell<Option<i64>>,
     wake: LocalSender<()>,
     pub guard: RefCell<Guard>,
+    /// Answers of the current second, for the fleet telemetry.
+    pub stats: RefCell<crate::telemetry::Window>,
 }
 
 impl Shard {
@@ -96,9 +98,11 @@ impl Shard {
             blacklist_version: Cell::new(None),
             wake,
             guard,
+            stats: RefCell::default(),
         });
         glommio::spawn_local(sync_loop(shard.clone(), wake_rx)).detach();
         glommio::spawn_local(listen_for_changes(shard.clone())).detach();
+        glommio::spawn_local(crate::telemetry::report_loop(shard.clone())).detach();
         if index == 0 {
             glommio::spawn_local(rebalance_loop(shard.clone())).detach();
         }

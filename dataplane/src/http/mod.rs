@@ -75,6 +75,7 @@ pub async fn serve_connection(
 }
 
 async fn route(shard: &Shard, req: Request<Incoming>, peer: IpAddr) -> Reply {
+    let start = Instant::now();
     let ip = guard::client_ip(
         peer,
         req.headers()
@@ -82,11 +83,19 @@ async fn route(shard: &Shard, req: Request<Incoming>, peer: IpAddr) -> Reply {
             .and_then(|v| v.to_str().ok()),
         &shard.settings.trusted_proxies,
     );
-    let checked = shard.guard.borrow_mut().check_ip(ip, Instant::now());
-    let result = match checked {
+    let checked = shard.guard.borrow_mut().check_ip(ip, start);
+    let (name, result) = match checked {
         Ok(()) => dispatch(shard, req).await,
-        Err(refusal) => Err(refusal.into()),
+        Err(refusal) => ("other", Err(refusal.into())),
     };
+    let outcome = match &result {
+        Ok(_) => "ok",
+        Err(e) => e.code(),
+    };
+    shard
+        .stats
+        .borrow_mut()
+        .record(name, outcome, start.elapsed());
     result.unwrap_or_else(|e| {
         if matches!(e.status().as_u16(), 401 | 403 | 429) {
             shard.refused(guard::blacklist::ip_key(ip));
@@ -95,9 +104,18 @@ async fn route(shard: &Shard, req: Request<Incoming>, peer: IpAddr) -> Reply {
     })
 }
 
-async fn dispatch(shard: &Shard, req: Request<Incoming>) -> Result<Reply, ApiError> {
+/// Answers a request; the route's name comes along for telemetry (`other` for a path
+/// that is no route).
+async fn dispatch(
+    shard: &Shard,
+    req: Request<Incoming>,
+) -> (&'static str, Result<Reply, ApiError>) {
     let path = req.uri().path().to_string();
-    match Route::of(req.method(), &path)? {
+    let route = match Route::of(req.method(), &path) {
+        Ok(r) => r,
+        Err(e) => return ("other", Err(e)),
+    };
+    let answer = match route {
         Route::Time => routes::time::get(),
         Route::Session => routes::session::post(shard, req).await,
         Route::Campaigns => routes::campaigns::list(shard),
@@ -108,7 +126,8 @@ async fn dispatch(shard: &Shard, req: Request<Incoming>) -> Result<Reply, ApiErr
         Route::Order(id) => routes::orders::get(shard, id, req).await,
         Route::Pay(id) => routes::pay::post(shard, id, req).await,
         Route::Download(token) => routes::download::get(shard, token).await,
-    }
+    };
+    (route.name(), answer)
 }
 
 /// The user a request's bearer token names.

@@ -23,6 +23,22 @@ pub enum Route<'a> {
 }
 
 impl<'a> Route<'a> {
+    /// The route's name in telemetry.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Route::Time => "time",
+            Route::Session => "session",
+            Route::Campaigns => "campaigns",
+            Route::Campaign(_) => "campaign",
+            Route::Purchase(_) => "purchase",
+            Route::Challenge(_) => "challenge",
+            Route::Ticket(_) => "ticket",
+            Route::Order(_) => "order",
+            Route::Pay(_) => "pay",
+            Route::Download(_) => "download",
+        }
+    }
+
     /// The route for a method and path: 404 for an unknown path, 405 for a known path
     /// with another method.
     pub fn of(method: &Method, path: &'a str) -> Result<Route<'a>, ApiError> {

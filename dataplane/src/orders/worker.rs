@@ -50,6 +50,8 @@ pub struct WorkerStats {
     pub delivered: u64,
     /// Time from payment to delivery, in milliseconds.
     pub pay_to_delivered_ms: Histogram<u64>,
+    /// The same since the last telemetry record.
+    recent_pay_to_delivered_ms: Histogram<u64>,
 }
 
 struct Stream {
@@ -87,6 +89,8 @@ impl Worker {
                 events: 0,
                 delivered: 0,
                 pay_to_delivered_ms: Histogram::new_with_bounds(1, 3_600_000, 3)
+                    .unwrap_or_else(|_| unreachable!("valid bounds")),
+                recent_pay_to_delivered_ms: Histogram::new_with_bounds(1, 3_600_000, 2)
                     .unwrap_or_else(|_| unreachable!("valid bounds")),
             },
         })
@@ -262,10 +266,9 @@ impl Worker {
             );
             if first == 1 {
                 self.stats.delivered += 1;
-                let _ = self
-                    .stats
-                    .pay_to_delivered_ms
-                    .record((delivered_ms - paid_ms).max(1) as u64);
+                let took = (delivered_ms - paid_ms).max(1) as u64;
+                let _ = self.stats.pay_to_delivered_ms.record(took);
+                let _ = self.stats.recent_pay_to_delivered_ms.record(took);
             }
         }
         Ok(())
@@ -276,10 +279,23 @@ impl Worker {
     }
 }
 
+/// What the last telemetry record counted from.
+struct Reported {
+    at: Instant,
+    events: u64,
+    delivered: u64,
+}
+
 /// Runs a worker until `stop` is set, reconnecting after failures.
 pub fn run(opts: WorkerOptions, stop: &AtomicBool) {
     let mut worker: Option<Worker> = None;
     let mut last_report = Instant::now();
+    let started_ms = crate::now_ms();
+    let mut reported = Reported {
+        at: Instant::now(),
+        events: 0,
+        delivered: 0,
+    };
     let mut backoff = Duration::from_millis(50);
     while !stop.load(Ordering::Relaxed) {
         let w = match worker.as_mut() {
@@ -287,6 +303,8 @@ pub fn run(opts: WorkerOptions, stop: &AtomicBool) {
             None => match Worker::open(opts.clone()) {
                 Ok(w) => {
                     tracing::info!(name = %opts.name, db = %opts.db.display(), "order worker started");
+                    // A new worker counts from zero.
+                    (reported.events, reported.delivered) = (0, 0);
                     backoff = Duration::from_millis(50);
                     worker.insert(w)
                 }
@@ -308,6 +326,13 @@ pub fn run(opts: WorkerOptions, stop: &AtomicBool) {
                 continue;
             }
         }
+        if reported.at.elapsed() >= Duration::from_secs(1) {
+            if let Some(w) = worker.as_mut() {
+                if let Err(e) = w.write_telemetry(started_ms, &mut reported) {
+                    tracing::debug!(error = %e, "cannot write the worker's telemetry");
+                }
+            }
+        }
         if last_report.elapsed() >= Duration::from_secs(10) {
             if let Some(w) = &worker {
                 w.report("order worker");
@@ -321,6 +346,37 @@ pub fn run(opts: WorkerOptions, stop: &AtomicBool) {
 }
 
 impl Worker {
+    /// Writes this second's record for the console: backlog, rates, delivery latency.
+    fn write_telemetry(&mut self, started_ms: i64, last: &mut Reported) -> Result<(), WorkerError> {
+        let (mut pending, mut lag) = (0, 0);
+        for s in &self.streams {
+            let (p, l) = crate::reconcile::backlog(&mut self.con, &s.key)?;
+            pending += p;
+            lag += l;
+        }
+        let secs = last.at.elapsed().as_secs_f64().max(0.001);
+        let recent = &mut self.stats.recent_pay_to_delivered_ms;
+        let record = crate::telemetry::WorkerRecord {
+            name: self.opts.name.clone(),
+            started_ms,
+            at_ms: crate::now_ms(),
+            lag,
+            pending,
+            events_per_s: self.stats.events.saturating_sub(last.events) as f64 / secs,
+            delivered_per_s: self.stats.delivered.saturating_sub(last.delivered) as f64 / secs,
+            delivered: self.stats.delivered,
+            pay_to_delivered_p99_ms: recent.value_at_quantile(0.99) as f64,
+        };
+        recent.reset();
+        *last = Reported {
+            at: Instant::now(),
+            events: self.stats.events,
+            delivered: self.stats.delivered,
+        };
+        crate::telemetry::write_worker(&mut self.con, &record)?;
+        Ok(())
+    }
+
     fn report(&self, what: &str) {
         let h = &self.stats.pay_to_delivered_ms;
         tracing::info!(

@@ -18,6 +18,7 @@ use futures::io::{AsyncReadExt, AsyncWriteExt};
 use futures::StreamExt;
 use glommio::net::TcpStream;
 use glommio::timer::Timer;
+use hdrhistogram::Histogram;
 use redis::{Cmd, Value};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -73,6 +74,12 @@ struct Inner {
     closed: Cell<bool>,
     connects: Cell<u64>,
     breaker: RefCell<Breaker>,
+    /// Round trips of the commands answered since the last `take_round_trips`, µs.
+    round_trips: RefCell<Histogram<u64>>,
+}
+
+fn round_trip_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 2).unwrap_or_else(|_| unreachable!("valid bounds"))
 }
 
 /// A shard's handle to one Redis node. Cheap to clone; every clone shares the link.
@@ -97,6 +104,7 @@ impl RedisConn {
             closed: Cell::new(false),
             connects: Cell::new(0),
             breaker: RefCell::new(Breaker::new(breaker, Instant::now())),
+            round_trips: RefCell::new(round_trip_histogram()),
         });
         glommio::spawn_local(supervise(inner.clone())).detach();
         RedisConn { inner }
@@ -117,6 +125,14 @@ impl RedisConn {
         self.inner.link.borrow_mut().take();
     }
 
+    /// The round trips recorded since the last call, and a fresh start.
+    pub fn take_round_trips(&self) -> Histogram<u64> {
+        std::mem::replace(
+            &mut *self.inner.round_trips.borrow_mut(),
+            round_trip_histogram(),
+        )
+    }
+
     /// Whether the circuit breaker is refusing calls.
     pub fn breaker_open(&self) -> bool {
         self.inner.breaker.borrow().is_open()
@@ -134,6 +150,10 @@ impl RedisConn {
         let ok = !matches!(reply, Err(StoreError::Unavailable | StoreError::Timeout));
         let now = Instant::now();
         self.inner.breaker.borrow_mut().record(ok, now - start, now);
+        if ok {
+            let us = ((now - start).as_micros() as u64).clamp(1, 60_000_000);
+            self.inner.round_trips.borrow_mut().record(us).ok();
+        }
         reply
     }
 

@@ -1,0 +1,201 @@
+//! Keys in the console change the control plane of a real redis-server as they say, and
+//! refuse what the campaign's state does not allow.
+
+mod common;
+
+use common::*;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use redis::Commands;
+
+use seckill_console::app::{App, Popup, View};
+use seckill_console::command::{execute, Stores};
+use seckill_console::data;
+use seckill_dataplane::campaign::State;
+
+/// The console's loop without a terminal: keys in, commands run, the picture refreshed.
+struct Console {
+    app: App,
+    con: redis::Connection,
+    stores: Stores,
+}
+
+impl Console {
+    fn new(redis: &Redis, stores: Stores) -> Console {
+        let mut c = Console {
+            app: App::new(&redis.url()),
+            con: redis.con(),
+            stores,
+        };
+        c.refresh();
+        c
+    }
+
+    fn refresh(&mut self) {
+        let s = data::fetch(&mut self.con).map_err(|e| e.to_string());
+        self.app.on_data(s);
+    }
+
+    fn press(&mut self, code: KeyCode) {
+        if let Some(cmd) = self.app.on_key(KeyEvent::new(code, KeyModifiers::NONE)) {
+            let done = execute(&mut self.con, &cmd, &self.stores).map_err(|e| format!("{e:#}"));
+            self.app.on_done(done);
+        }
+        self.refresh();
+    }
+
+    fn type_line(&mut self, text: &str) {
+        for ch in text.chars() {
+            self.press(KeyCode::Char(ch));
+        }
+        self.press(KeyCode::Enter);
+    }
+
+    fn state(&mut self, id: &str) -> State {
+        seckill_dataplane::control::get(&mut self.con, id)
+            .expect("campaign")
+            .state
+    }
+
+    fn status(&self) -> String {
+        self.app.status.clone().map(|s| s.0).unwrap_or_default()
+    }
+}
+
+#[test]
+fn a_campaign_is_created_armed_started_paused_resumed_and_stopped_from_keys() {
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = campaign_file(dir.path(), "drop-1");
+    let mut c = Console::new(&redis, Stores::default());
+
+    // n: a prompt prefilled with config/campaigns/; clear it and give the file.
+    c.press(KeyCode::Char('n'));
+    for _ in 0.."config/campaigns/".len() {
+        c.press(KeyCode::Backspace);
+    }
+    c.type_line(&file.display().to_string());
+    assert!(c.status().starts_with("created drop-1"), "{}", c.status());
+    assert_eq!(c.state("drop-1"), State::Draft);
+
+    // Starting a draft is refused here, before Redis.
+    c.press(KeyCode::Char('s'));
+    assert!(c.app.popup.is_none());
+    assert!(
+        c.status().contains("start needs it armed"),
+        "{}",
+        c.status()
+    );
+
+    c.press(KeyCode::Char('a'));
+    assert_eq!(c.state("drop-1"), State::Armed);
+    let row = &c.app.snapshot.campaigns[0];
+    assert_eq!((row.remaining(), row.partitions.len()), (100, 4));
+
+    // s asks first; n leaves it armed, y opens the sale.
+    c.press(KeyCode::Char('s'));
+    assert!(matches!(c.app.popup, Some(Popup::Confirm { .. })));
+    c.press(KeyCode::Char('n'));
+    assert_eq!(c.state("drop-1"), State::Armed);
+    c.press(KeyCode::Char('s'));
+    c.press(KeyCode::Char('y'));
+    assert_eq!(c.state("drop-1"), State::Live);
+
+    c.press(KeyCode::Char('p'));
+    c.press(KeyCode::Char('y'));
+    assert_eq!(c.state("drop-1"), State::Paused);
+    // Resuming does not ask.
+    c.press(KeyCode::Char('r'));
+    assert_eq!(c.state("drop-1"), State::Live);
+
+    // From the detail view too.
+    c.press(KeyCode::Enter);
+    assert_eq!(c.app.view, View::Detail);
+    c.press(KeyCode::Char('x'));
+    c.press(KeyCode::Char('y'));
+    assert_eq!(c.state("drop-1"), State::Ended);
+    c.press(KeyCode::Char('x'));
+    assert!(c.app.popup.is_none());
+    assert!(c.status().contains("is ended"), "{}", c.status());
+
+    // A file that is not a campaign says why, and creates nothing.
+    std::fs::write(dir.path().join("bad.toml"), "id = \"x\"\ntotal = -1\n").expect("write");
+    c.press(KeyCode::Char('n'));
+    for _ in 0.."config/campaigns/".len() {
+        c.press(KeyCode::Backspace);
+    }
+    c.type_line(&dir.path().join("bad.toml").display().to_string());
+    assert!(c.app.status.as_ref().is_some_and(|s| s.1), "{}", c.status());
+    assert_eq!(c.app.snapshot.campaigns.len(), 1);
+}
+
+#[test]
+fn limits_and_the_blacklist_change_from_keys() {
+    let redis = Redis::start();
+    let mut c = Console::new(&redis, Stores::default());
+    let mut con = redis.con();
+
+    c.press(KeyCode::Char('l'));
+    c.type_line("ip_rate=7 user_burst=3");
+    let limits: std::collections::HashMap<String, String> = con
+        .hgetall(seckill_dataplane::control::LIMITS)
+        .expect("limits");
+    assert_eq!(limits.get("ip_rate").map(String::as_str), Some("7"));
+    assert_eq!(limits.get("user_burst").map(String::as_str), Some("3"));
+
+    // A bad value is refused in the prompt, which stays open; Esc leaves it.
+    c.press(KeyCode::Char('l'));
+    c.type_line("ip_rate=-2");
+    assert!(matches!(c.app.popup, Some(Popup::Input { .. })));
+    assert!(c.status().contains("ip_rate"), "{}", c.status());
+    c.press(KeyCode::Esc);
+    assert!(c.app.popup.is_none());
+
+    // L asks, then drops every override.
+    c.press(KeyCode::Char('L'));
+    c.press(KeyCode::Char('y'));
+    let limits: std::collections::HashMap<String, String> = con
+        .hgetall(seckill_dataplane::control::LIMITS)
+        .expect("limits");
+    assert!(limits.is_empty());
+
+    c.press(KeyCode::Char('b'));
+    c.type_line("ip:10.1.2.3 120");
+    assert_eq!(c.app.snapshot.blacklist.len(), 1);
+    assert_eq!(c.app.snapshot.blacklist[0].0, "ip:10.1.2.3");
+    c.press(KeyCode::Char('u'));
+    c.type_line("ip:10.1.2.3");
+    assert!(c.app.snapshot.blacklist.is_empty());
+    c.press(KeyCode::Char('u'));
+    c.type_line("ip:10.1.2.3");
+    assert!(c.status().contains("was not blocked"), "{}", c.status());
+}
+
+#[test]
+fn reconciliation_opens_a_scrollable_report() {
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("orders.sqlite");
+    drop(seckill_dataplane::orders::OrderDb::open(&db).expect("an order store"));
+    let mut con = redis.con();
+    let spec = seckill_dataplane::campaign::CampaignSpec::from_toml(
+        &std::fs::read_to_string(campaign_file(dir.path(), "rec")).expect("read"),
+    )
+    .expect("spec");
+    seckill_dataplane::control::create(&mut con, spec).expect("create");
+    seckill_dataplane::control::arm(&mut con, "rec").expect("arm");
+    let mut c = Console::new(&redis, Stores(vec![db]));
+
+    c.press(KeyCode::Char('c'));
+    let Some(Popup::Report { title, lines, .. }) = &c.app.popup else {
+        panic!("no report: {}", c.status());
+    };
+    assert!(title.contains("the ledger holds"), "{title}");
+    assert!(
+        lines.iter().any(|l| l.contains("remaining 100")),
+        "{lines:?}"
+    );
+    c.press(KeyCode::Char('j'));
+    assert!(matches!(c.app.popup, Some(Popup::Report { scroll: 1, .. })));
+    c.press(KeyCode::Esc);
+    assert!(c.app.popup.is_none());
+}

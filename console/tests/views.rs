@@ -1,0 +1,247 @@
+//! Every view drawn from fixed data at 80×24 (and one larger), compared with the
+//! snapshots in `tests/snapshots/`.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use std::collections::BTreeMap;
+
+use seckill_console::app::{App, Link, View};
+use seckill_console::data::{CampaignRow, Snapshot};
+use seckill_dataplane::campaign::{Campaign, CampaignSpec, State};
+use seckill_dataplane::control::PartitionStock;
+use seckill_dataplane::telemetry::{Fleet, NodeView, RouteStats, WorkerRecord};
+
+/// 2026-11-29 20:00:00 UTC.
+const NOW: i64 = 1_795_982_400_000;
+
+fn campaign(id: &str, total: u64, state: State, parts: &[(i64, i64, i64, i64)]) -> CampaignRow {
+    let spec = CampaignSpec {
+        id: id.into(),
+        name: format!("{id} edition"),
+        total,
+        partitions: parts.len().max(1) as u32,
+        per_user_limit: 1,
+        hold_ttl_s: 300,
+        price_cents: 1299,
+        starts_at: None,
+        ends_at: None,
+        codes_file: None,
+        content_file: None,
+        require_ticket: false,
+        ticket_factor: 3,
+    };
+    let mut campaign = Campaign::new(spec).expect("valid spec");
+    campaign.state = state;
+    let partitions = parts
+        .iter()
+        .enumerate()
+        .map(|(i, &(stock, held, sold, transit))| PartitionStock {
+            partition: i as u32,
+            initial: total as i64 / parts.len() as i64,
+            stock,
+            held,
+            sold,
+            transit,
+        })
+        .collect();
+    CampaignRow {
+        campaign,
+        partitions,
+    }
+}
+
+fn fleet() -> Fleet {
+    let node = |name: &str, ok: f64, sold_out: f64, limited: f64| NodeView {
+        node: name.into(),
+        shards: 2,
+        shards_reporting: 2,
+        started_ms: NOW - 3_725_000,
+        at_ms: NOW - 400,
+        outcomes_per_s: BTreeMap::from([
+            ("ok".into(), ok),
+            ("sold_out".into(), sold_out),
+            ("rate_limited".into(), limited),
+        ]),
+        routes: BTreeMap::from([
+            (
+                "purchase".into(),
+                RouteStats {
+                    count: 9000,
+                    p50_ms: 0.41,
+                    p99_ms: 3.2,
+                },
+            ),
+            (
+                "pay".into(),
+                RouteStats {
+                    count: 300,
+                    p50_ms: 0.3,
+                    p99_ms: 1.7,
+                },
+            ),
+        ]),
+        redis_p99_ms: 0.9,
+        redis: "up".into(),
+    };
+    Fleet {
+        nodes: vec![
+            node("edge-1:8080", 310.0, 8200.0, 450.0),
+            node("edge-2:8080", 290.0, 7900.0, 380.0),
+        ],
+        workers: vec![WorkerRecord {
+            name: "main".into(),
+            started_ms: NOW - 3_725_000,
+            at_ms: NOW - 300,
+            lag: 12,
+            pending: 40,
+            events_per_s: 1450.0,
+            delivered_per_s: 480.0,
+            delivered: 5120,
+            pay_to_delivered_p99_ms: 38.0,
+        }],
+    }
+}
+
+/// A sale under way, another about to start, a draft.
+fn app() -> App {
+    let mut live = campaign(
+        "midnight",
+        1000,
+        State::Live,
+        &[
+            (20, 40, 190, 0),
+            (0, 50, 200, 0),
+            (5, 45, 195, 5),
+            (0, 60, 190, 0),
+        ],
+    );
+    live.campaign.ends_at_ms = Some(NOW + 250_000);
+    let mut armed = campaign(
+        "encore",
+        500,
+        State::Armed,
+        &[(250, 0, 0, 0), (250, 0, 0, 0)],
+    );
+    armed.campaign.starts_at_ms = Some(NOW + 42_000);
+    let draft = campaign("keys-2027", 200, State::Draft, &[(0, 0, 0, 0)]);
+    let mut app = App::new("redis://127.0.0.1:6390");
+    // Thirty seconds of history: the live sale sells 20 units a second.
+    for s in 0..30i64 {
+        let mut row = live.clone();
+        row.partitions[0].sold -= (30 - s) * 20;
+        let snapshot = Snapshot {
+            at_ms: NOW - (29 - s) * 1000,
+            campaigns: vec![row, armed.clone(), draft.clone()],
+            fleet: Fleet {
+                nodes: fleet()
+                    .nodes
+                    .into_iter()
+                    .map(|mut n| {
+                        for v in n.outcomes_per_s.values_mut() {
+                            *v *= (s as f64 + 10.0) / 40.0;
+                        }
+                        n
+                    })
+                    .collect(),
+                workers: fleet().workers,
+            },
+            limits: vec![],
+            blacklist: vec![],
+        };
+        app.on_data(Ok(snapshot));
+    }
+    app.on_data(Ok(Snapshot {
+        at_ms: NOW,
+        campaigns: vec![live, armed, draft],
+        fleet: fleet(),
+        limits: vec![("ip_rate".into(), "50".into())],
+        blacklist: vec![("ip:10.0.0.9".into(), NOW + 600_000)],
+    }));
+    app
+}
+
+fn screen(app: &App, w: u16, h: u16) -> TestBackend {
+    let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+    t.draw(|f| seckill_console::ui::draw(app, f)).expect("draw");
+    t.backend().clone()
+}
+
+fn key(app: &mut App, code: KeyCode) {
+    let _ = app.on_key(KeyEvent::new(code, KeyModifiers::NONE));
+}
+
+#[test]
+fn campaigns_table() {
+    insta::assert_snapshot!(screen(&app(), 80, 24));
+}
+
+#[test]
+fn campaign_detail_with_the_ledger_holding() {
+    let mut a = app();
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.view, View::Detail);
+    insta::assert_snapshot!(screen(&a, 80, 24));
+}
+
+#[test]
+fn campaign_detail_with_the_ledger_broken() {
+    let mut a = app();
+    // One unit too many sold in partition 1.
+    a.snapshot.campaigns[0].partitions[1].sold += 1;
+    key(&mut a, KeyCode::Enter);
+    let s = screen(&a, 80, 24);
+    let text = format!("{s}");
+    assert!(text.contains("ledger ✗"), "{text}");
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn fleet_view() {
+    let mut a = app();
+    key(&mut a, KeyCode::Char('2'));
+    insta::assert_snapshot!(screen(&a, 80, 24));
+}
+
+#[test]
+fn stopping_asks_first() {
+    let mut a = app();
+    key(&mut a, KeyCode::Char('x'));
+    insta::assert_snapshot!(screen(&a, 80, 24));
+}
+
+#[test]
+fn keys_of_the_view() {
+    let mut a = app();
+    key(&mut a, KeyCode::Char('?'));
+    insta::assert_snapshot!(screen(&a, 80, 24));
+}
+
+#[test]
+fn a_prompt_with_a_mistake() {
+    let mut a = app();
+    key(&mut a, KeyCode::Char('l'));
+    for ch in "ip_rate=fast".chars() {
+        key(&mut a, KeyCode::Char(ch));
+    }
+    key(&mut a, KeyCode::Enter);
+    insta::assert_snapshot!(screen(&a, 80, 24));
+}
+
+#[test]
+fn redis_gone_keeps_the_last_picture() {
+    let mut a = app();
+    a.on_data(Err("Connection refused (os error 111)".into()));
+    assert!(matches!(a.link, Link::Lost { .. }));
+    if let Link::Lost { since_ms, .. } = &mut a.link {
+        *since_ms = NOW + 1000;
+    }
+    insta::assert_snapshot!(screen(&a, 80, 24));
+}
+
+#[test]
+fn a_larger_terminal_shows_more() {
+    let mut a = app();
+    key(&mut a, KeyCode::Enter);
+    insta::assert_snapshot!(screen(&a, 120, 32));
+}

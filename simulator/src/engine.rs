@@ -194,7 +194,9 @@ fn outcome(r: &Result<(u16, Option<String>), Failure>) -> String {
 }
 
 /// Runs one thread's share of the plan.
-pub fn run_thread(arrivals: Vec<Arrival>, ctx: Arc<Context>) -> Tally {
+/// Each arrival comes with its index in the whole plan, which makes its Idempotency-Key
+/// unique across threads.
+pub fn run_thread(arrivals: Vec<(usize, Arrival)>, ctx: Arc<Context>) -> Tally {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -210,7 +212,7 @@ pub fn run_thread(arrivals: Vec<Arrival>, ctx: Arc<Context>) -> Tally {
         let client = Rc::new(Client::new(ctx.targets.clone(), ctx.connections));
         let tally = Rc::new(RefCell::new(Tally::new()));
         let slots = Arc::new(tokio::sync::Semaphore::new(ctx.connections.max(1)));
-        for (n, a) in arrivals.into_iter().enumerate() {
+        for (n, a) in arrivals {
             let planned = ctx.start + a.at;
             if planned > Instant::now() {
                 tokio::time::sleep_until(planned.into()).await;
@@ -436,9 +438,9 @@ async fn pay_and_collect(
 /// Splits the plan over `threads` (arrival i to thread i mod threads), runs them, and
 /// merges what they saw.
 pub fn run(plan: Vec<Arrival>, threads: usize, ctx: Arc<Context>) -> Tally {
-    let mut shares: Vec<Vec<Arrival>> = vec![Vec::new(); threads];
+    let mut shares: Vec<Vec<(usize, Arrival)>> = vec![Vec::new(); threads];
     for (i, a) in plan.into_iter().enumerate() {
-        shares[i % threads].push(a);
+        shares[i % threads].push((i, a));
     }
     let handles: Vec<_> = shares
         .into_iter()

@@ -248,7 +248,10 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
     };
     let mut con =
         control::connect(&s.redis).with_context(|| format!("redis: connecting to {}", s.redis))?;
-    let spec = control::get(&mut con, &campaign)?.spec;
+    let existing = control::get(&mut con, &campaign)?;
+    // A campaign created here, or an existing one still armed, is opened on time.
+    let opens = created || existing.state == seckill_dataplane::campaign::State::Armed;
+    let spec = existing.spec;
     let agent = ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(5))
         .build();
@@ -283,7 +286,7 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
     let start = Instant::now() + lead;
     let opens_in = lead + Duration::from_secs_f64(s.campaign.starts_in_s);
     let opens_ms = seckill_dataplane::now_ms() + opens_in.as_millis() as i64;
-    let opener = created.then(|| {
+    let opener = opens.then(|| {
         let (redis, id) = (s.redis.clone(), campaign.clone());
         std::thread::spawn(move || -> anyhow::Result<()> {
             std::thread::sleep(opens_in);

@@ -202,6 +202,13 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
             r.units_won.get(one_account).copied().unwrap_or(0) <= 1,
             "{one_account}"
         );
+        // Each of its purchases is a new request: one success at most, the rest refused.
+        let held = r.outcomes.get(one_account).and_then(|o| o.get("200"));
+        assert!(
+            held.copied().unwrap_or(0) <= 1,
+            "{one_account}: {:?}",
+            r.outcomes
+        );
     }
     assert!(r.outcomes["forger"]
         .keys()

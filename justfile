@@ -13,10 +13,14 @@ default:
 setup:
     #!/usr/bin/env bash
     set -euo pipefail
-    if ! command -v redis-server >/dev/null; then
-        echo "installing redis-server"
+    # redis-server for every test; tmux for the console's run in a real terminal.
+    missing=""
+    command -v redis-server >/dev/null || missing="$missing redis-server"
+    command -v tmux >/dev/null || missing="$missing tmux"
+    if [ -n "$missing" ]; then
+        echo "installing$missing"
         SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
-        $SUDO apt-get update -qq && $SUDO apt-get install -y -qq redis-server >/dev/null
+        $SUDO apt-get update -qq && $SUDO apt-get install -y -qq $missing >/dev/null
     fi
 
 # Create data/secret, the HMAC secret shared by the nodes, unless it exists.
@@ -50,40 +54,58 @@ content:
     @mkdir -p data/content
     @[ -s data/content/midnight-sessions.zip ] || head -c 65536 /dev/urandom > data/content/midnight-sessions.zip
 
-# Start everything, open a sale, drive a burst of real purchases, show what happened.
+# Start everything, run a launch with bots (watched live in the console when in a
+# terminal), then a plain burst, a buyer's delivered order and the reconciliation.
 demo: redis secret content
     #!/usr/bin/env bash
     set -euo pipefail
     cargo build --release -q
     bin=target/release
+    redis={{redis_url}}
     $bin/seckill-dataplane serve --config config/dataplane.toml --listen 127.0.0.1:8080 2> data/dataplane.log &
     server=$!
     trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
     for _ in $(seq 100); do curl -sf http://127.0.0.1:8080/api/time >/dev/null 2>&1 && break; sleep 0.1; done
-    id="demo-$(date +%H%M%S)"
-    echo "== campaign $id"
-    $bin/seckill-dataplane campaign --redis {{redis_url}} create --file config/campaigns/demo.toml --id "$id"
-    $bin/seckill-dataplane campaign --redis {{redis_url}} arm "$id"
-    $bin/seckill-dataplane campaign --redis {{redis_url}} start "$id"
-    sleep 0.5
-    echo "== a launch with bots: config/scenarios/launch.toml, its campaign opening 2 s in"
-    $bin/seckill-dataplane limits --redis {{redis_url}} set ip_rate=50 ip_burst=100 >/dev/null
-    $bin/seckill-sim run --scenario config/scenarios/launch.toml --target http://127.0.0.1:8080 \
-        --redis {{redis_url}} --json data/launch-report.json --plot data/launch.svg || true
+    stamp=$(date +%H%M%S)
+    launch="launch-$stamp"
+    echo "== campaign $launch, armed; a crowd with bots arrives (config/scenarios/launch.toml)"
+    $bin/seckill-dataplane campaign --redis $redis create --file config/campaigns/demo.toml --id "$launch"
+    $bin/seckill-dataplane campaign --redis $redis arm "$launch"
+    $bin/seckill-dataplane limits --redis $redis set ip_rate=50 ip_burst=100 >/dev/null
+    sim() {
+        $bin/seckill-sim run --scenario config/scenarios/launch.toml --target http://127.0.0.1:8080 \
+            --redis $redis --campaign "$launch" "$@" --json data/launch-report.json --plot data/launch.svg
+    }
+    if [ -t 0 ] && [ -t 1 ]; then
+        echo "   the console opens on it; the sale opens 5 s in and the surge lasts 13 s; press q to go on"
+        sleep 2
+        sim --starts-in-s 5 --duration-s 13 > data/launch-report.txt 2>&1 &
+        simulator=$!
+        $bin/seckill-console --redis $redis --campaign "$launch" --db data/orders/main.sqlite || true
+        wait $simulator || true
+        cat data/launch-report.txt
+    else
+        sim || true
+    fi
     # The burst below comes from one address: lift the per-IP limit for it.
-    $bin/seckill-dataplane limits --redis {{redis_url}} reset >/dev/null
-    echo "== 8000 purchases from 5000 shoppers over 128 connections; 70% of buyers pay at once"
-    $bin/seckill-sim burst --target http://127.0.0.1:8080 --redis {{redis_url}} --campaign "$id" \
+    $bin/seckill-dataplane limits --redis $redis reset >/dev/null
+    id="demo-$stamp"
+    echo "== campaign $id: 8000 purchases from 5000 shoppers over 128 connections; 70% of buyers pay at once"
+    $bin/seckill-dataplane campaign --redis $redis create --file config/campaigns/demo.toml --id "$id" >/dev/null
+    $bin/seckill-dataplane campaign --redis $redis arm "$id" >/dev/null
+    $bin/seckill-dataplane campaign --redis $redis start "$id" >/dev/null
+    sleep 0.5
+    $bin/seckill-sim burst --target http://127.0.0.1:8080 --redis $redis --campaign "$id" \
         --users 5000 --requests 8000 --concurrency 128 --pay 0.7
     echo "== what the control plane shows"
-    $bin/seckill-dataplane campaign --redis {{redis_url}} show "$id"
+    $bin/seckill-dataplane campaign --redis $redis show "$id"
     echo "== what a shopper sees"
     curl -s "http://127.0.0.1:8080/api/campaigns/$id"; echo
     echo "== a buyer's order, delivered"
     token=$(curl -s -XPOST http://127.0.0.1:8080/api/session -d '{"user_id":"demo-buyer"}' | sed 's/.*"token":"\([^"]*\)".*/\1/')
-    $bin/seckill-dataplane campaign --redis {{redis_url}} create --file config/campaigns/demo.toml --id "$id-x" >/dev/null
-    $bin/seckill-dataplane campaign --redis {{redis_url}} arm "$id-x" >/dev/null
-    $bin/seckill-dataplane campaign --redis {{redis_url}} start "$id-x" >/dev/null
+    $bin/seckill-dataplane campaign --redis $redis create --file config/campaigns/demo.toml --id "$id-x" >/dev/null
+    $bin/seckill-dataplane campaign --redis $redis arm "$id-x" >/dev/null
+    $bin/seckill-dataplane campaign --redis $redis start "$id-x" >/dev/null
     sleep 0.5
     order=$(curl -s -XPOST "http://127.0.0.1:8080/api/campaigns/$id-x/purchase" -H "Authorization: Bearer $token" | sed 's/.*"order_id":"\([^"]*\)".*/\1/')
     curl -s -XPOST "http://127.0.0.1:8080/api/orders/$order/pay" -H "Authorization: Bearer $token"; echo
@@ -93,8 +115,13 @@ demo: redis secret content
     curl -s -o /dev/null -w "download: HTTP %{http_code}, %{size_download} bytes\n" "http://127.0.0.1:8080$link"
     echo "== reconciliation (Redis, streams, SQLite)"
     sleep 1
-    $bin/seckill-dataplane reconcile "$id" --redis {{redis_url}} --db data/orders/main.sqlite
-    echo "(data plane log: data/dataplane.log)"
+    $bin/seckill-dataplane reconcile "$id" --redis $redis --db data/orders/main.sqlite
+    echo "(data plane log: data/dataplane.log; the launch's report: data/launch-report.json, plot: data/launch.svg)"
+    echo "(the console: $bin/seckill-console --redis $redis)"
+
+# The ops console against the managed Redis (keys: ? in the console).
+console *ARGS: redis
+    cargo run --release -q -p seckill-console -- --redis {{redis_url}} --db data/orders/main.sqlite {{ARGS}}
 
 # Format check, lints, and every test (they start their own redis-server).
 test: setup

@@ -43,7 +43,7 @@ impl Drop for Tmux {
 
 #[test]
 fn an_operator_starts_a_sale_from_the_console() {
-    let redis = Redis::start();
+    let mut redis = Redis::start();
     let dir = tempfile::tempdir().expect("tempdir");
     let mut con = redis.con();
     let text = std::fs::read_to_string(campaign_file(dir.path(), "launch")).expect("read");
@@ -87,6 +87,22 @@ fn an_operator_starts_a_sale_from_the_console() {
         let s = tmux.screen();
         s.contains("launch is live") && s.contains(" live ")
     });
+
+    // Redis goes away: the console says so and keeps the picture; it comes back.
+    redis.kill();
+    wait_until("the console to notice", Duration::from_secs(10), || {
+        let s = tmux.screen();
+        s.contains("✗ no Redis since") && s.contains("launch")
+    });
+    redis.start_again();
+    wait_until("the console to reconnect", Duration::from_secs(10), || {
+        tmux.screen().contains("● connected")
+    });
+    let mut con = redis.con();
+    assert_eq!(
+        control::get(&mut con, "launch").expect("campaign").state,
+        State::Live
+    );
 
     // The detail view shows the ledger line; q quits and leaves the shell's screen.
     tmux.keys("Enter");

@@ -3,9 +3,11 @@
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style, Stylize};
+use ratatui::symbols;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Sparkline};
+use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Paragraph};
 use ratatui::Frame;
+use std::collections::BTreeMap;
 
 use super::campaigns::{state_style, when};
 use super::{boxed, count};
@@ -130,37 +132,96 @@ fn partitions(c: &CampaignRow, f: &mut Frame, area: Rect) {
     }
 }
 
+/// Requests per second over the last minutes, by kind of answer: every answer, the
+/// successes, sold out, and every other refusal; x is seconds before now.
+struct Series {
+    seconds: usize,
+    lines: [(&'static str, Color, Points); 4],
+}
+
+/// (seconds before now, requests per second).
+type Points = Vec<(f64, f64)>;
+
+impl Series {
+    fn of(app: &App, width: usize) -> Series {
+        // Braille draws two points per column.
+        let n = app.history.len().min(width.saturating_sub(8).max(10) * 2);
+        let recent: Vec<_> = app.history.iter().skip(app.history.len() - n).collect();
+        let series = |pick: &dyn Fn(&BTreeMap<String, f64>) -> f64| {
+            recent
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (i as f64 - (n as f64 - 1.0), pick(&s.outcomes)))
+                .collect::<Points>()
+        };
+        let get = |o: &BTreeMap<String, f64>, k: &str| o.get(k).copied().unwrap_or(0.0);
+        Series {
+            seconds: n,
+            lines: [
+                ("all", Color::Cyan, series(&|o| o.values().sum())),
+                ("ok", Color::Green, series(&|o| get(o, "ok"))),
+                ("sold out", Color::Magenta, series(&|o| get(o, "sold_out"))),
+                (
+                    "refused",
+                    Color::Red,
+                    series(&|o| o.values().sum::<f64>() - get(o, "ok") - get(o, "sold_out")),
+                ),
+            ],
+        }
+    }
+
+    fn chart(&self) -> Chart<'_> {
+        let top = self.lines[0].2.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
+        let datasets = self
+            .lines
+            .iter()
+            .map(|(name, color, data)| {
+                Dataset::default()
+                    .name(*name)
+                    .marker(symbols::Marker::Braille)
+                    .graph_type(GraphType::Line)
+                    .style(Style::new().fg(*color))
+                    .data(data)
+            })
+            .collect();
+        let span = self.seconds.max(2) as f64 - 1.0;
+        Chart::new(datasets)
+            .hidden_legend_constraints((Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)))
+            .x_axis(
+                Axis::default()
+                    .bounds([-span, 0.0])
+                    .labels([format!("-{span}s"), "now".to_string()]),
+            )
+            .y_axis(
+                Axis::default()
+                    .bounds([0.0, top])
+                    .labels(["0".to_string(), count(top)]),
+            )
+    }
+}
+
 fn traffic(app: &App, f: &mut Frame, area: Rect) {
     let fleet = &app.snapshot.fleet;
-    let block = boxed("fleet: requests/s, last minutes");
+    let block = boxed("fleet: requests/s");
     let inner = block.inner(area);
     f.render_widget(block, area);
-    let [spark, lines] = Layout::vertical([Constraint::Min(2), Constraint::Length(8)]).areas(inner);
-    let width = spark.width as usize;
-    // The newest second at the right edge.
-    let recent: Vec<u64> = app
-        .history
-        .iter()
-        .rev()
-        .take(width)
-        .rev()
-        .map(|s| s.outcomes.values().sum::<f64>().round() as u64)
-        .collect();
-    let mut totals = vec![0; width - recent.len()];
-    totals.extend(recent);
-    f.render_widget(
-        Sparkline::default()
-            .data(&totals)
-            .style(Style::new().fg(Color::Cyan)),
-        spark,
-    );
+    let [spark, lines] = Layout::vertical([Constraint::Min(2), Constraint::Length(9)]).areas(inner);
+    let series = Series::of(app, spark.width as usize);
+    f.render_widget(series.chart(), spark);
     let outcomes = fleet.outcomes_per_s();
     let total: f64 = outcomes.values().sum();
     let ok = outcomes.get("ok").copied().unwrap_or(0.0);
-    let mut text = vec![Line::from(vec![
-        Span::styled(format!("{} req/s", count(total)), Style::new().bold()),
-        Span::raw(format!(" · ok {}", count(ok))),
-    ])];
+    let mut legend: Vec<Span> = Vec::new();
+    for (name, color, _) in &series.lines {
+        legend.push(Span::styled(format!("━ {name}  "), Style::new().fg(*color)));
+    }
+    let mut text = vec![
+        Line::from(legend),
+        Line::from(vec![
+            Span::styled(format!("{} req/s", count(total)), Style::new().bold()),
+            Span::raw(format!(" · ok {}", count(ok))),
+        ]),
+    ];
     let mut refused: Vec<(&String, &f64)> = outcomes
         .iter()
         .filter(|(o, v)| *o != "ok" && **v >= 0.5)

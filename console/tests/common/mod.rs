@@ -11,6 +11,24 @@ pub struct Redis {
     _dir: tempfile::TempDir,
 }
 
+fn spawn(port: u16, dir: &std::path::Path) -> Child {
+    Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("redis-server (install it: apt-get install redis-server)")
+}
+
 impl Redis {
     pub fn start() -> Redis {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -18,30 +36,31 @@ impl Redis {
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .expect("a free port");
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no"])
-            .arg("--dir")
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server (install it: apt-get install redis-server)");
+        let child = spawn(port, dir.path());
         let r = Redis {
             port,
             child,
             _dir: dir,
         };
-        wait_until("redis", Duration::from_secs(10), || {
-            seckill_dataplane::control::connect(&r.url()).is_ok()
-        });
+        r.wait_up();
         r
+    }
+
+    fn wait_up(&self) {
+        wait_until("redis", Duration::from_secs(10), || {
+            seckill_dataplane::control::connect(&self.url()).is_ok()
+        });
+    }
+
+    /// Kills the server; `start_again` brings it back on the same port with its data.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn start_again(&mut self) {
+        self.child = spawn(self.port, self._dir.path());
+        self.wait_up();
     }
 
     pub fn url(&self) -> String {

@@ -275,7 +275,7 @@ fn traffic(app: &App, f: &mut Frame, area: Rect) {
         text.push(Line::from(if delivering {
             format!("paid → delivered p99 {p99:.0} ms")
         } else {
-            "paid → delivered: nothing delivered this second".into()
+            "paid → delivered: none this second".into()
         }));
     }
     f.render_widget(Paragraph::new(text), lines);

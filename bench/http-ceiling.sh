@@ -36,7 +36,7 @@ nginx -c "$work/nginx.conf" -p "$work" &
 pids+=($!)
 head -c 32 /dev/urandom | base64 > "$work/secret"
 for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
-target/release/seckill-dataplane serve --listen "127.0.0.1:$dport" --redis "redis://127.0.0.1:$rport" \
+target/release/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" --redis "redis://127.0.0.1:$rport" \
     --shards "$shards" --demo-issuer --secret-file "$work/secret" 2>"$work/dataplane.log" &
 pids+=($!)
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$dport/api/time" >/dev/null && break; sleep 0.1; done

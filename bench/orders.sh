@@ -27,7 +27,7 @@ campaign() {
   sleep 0.6
 }
 serve() {
-  $bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --redis "$redis" --shards 1 --demo-issuer \
+  $bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" --redis "$redis" --shards 1 --demo-issuer \
       --secret-file "$work/secret" "$@" 2>>"$work/serve.log" &
   server=$!
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$dport/api/time" >/dev/null 2>&1 && break; sleep 0.1; done

@@ -94,6 +94,12 @@ struct ServeArgs {
     /// Do not run the order worker in this process (run `worker` processes instead).
     #[arg(long, env = "SECKILL_NO_WORKER")]
     no_worker: bool,
+    /// Address of the admin listener (/metrics, /healthz, /readyz); "" turns it off.
+    #[arg(long, env = "SECKILL_ADMIN_LISTEN")]
+    admin_listen: Option<String>,
+    /// Bearer token every admin request must carry.
+    #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -230,15 +236,28 @@ fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     if a.no_worker {
         config.worker.enabled = false;
     }
+    if let Some(v) = a.admin_listen {
+        config.admin.listen = v;
+    }
+    if let Some(v) = a.admin_token {
+        config.admin.token = Some(v);
+    }
     let settings = config.validate()?;
     let stop = server::stop_on_signals()?;
+    let metrics = std::sync::Arc::new(seckill_dataplane::metrics::Metrics::new(
+        &settings.node,
+        settings.started_ms,
+        settings.shards,
+        settings.worker.enabled,
+    ));
     let worker = settings.worker.enabled.then(|| {
-        let (opts, stop) = (settings.worker_options(), stop.clone());
+        let (mut opts, stop) = (settings.worker_options(), stop.clone());
+        opts.metrics = metrics.worker.clone();
         std::thread::Builder::new()
             .name("seckill-worker".into())
             .spawn(move || orders::worker::run(opts, &stop))
     });
-    let served = server::run_until(settings, stop.clone());
+    let served = server::run_until(settings, stop.clone(), metrics);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(w) = worker {
         let _ = w?.join();

@@ -37,6 +37,26 @@ pub struct Config {
     pub limits: crate::guard::Limits,
     pub breaker: crate::guard::breaker::BreakerConfig,
     pub tickets: TicketConfig,
+    pub admin: AdminConfig,
+}
+
+/// The admin listener: `/metrics`, `/healthz`, `/readyz`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Address of the admin listener (shard 0 serves it); empty turns it off.
+    pub listen: String,
+    /// When set, every admin request needs `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            listen: "127.0.0.1:9090".into(),
+            token: None,
+        }
+    }
 }
 
 /// Proof-of-work challenges and the tickets they earn (campaigns with `require_ticket`).
@@ -144,6 +164,7 @@ impl Default for Config {
             limits: crate::guard::Limits::default(),
             breaker: crate::guard::breaker::BreakerConfig::default(),
             tickets: TicketConfig::default(),
+            admin: AdminConfig::default(),
         }
     }
 }
@@ -269,6 +290,9 @@ pub struct Settings {
     pub breaker: crate::guard::breaker::BreakerConfig,
     pub trusted_proxies: Vec<std::net::IpAddr>,
     pub tickets: TicketConfig,
+    /// The admin listener, if on.
+    pub admin_listen: Option<SocketAddr>,
+    pub admin_token: Option<String>,
 }
 
 impl Settings {
@@ -280,6 +304,7 @@ impl Settings {
             secret: self.secret.clone(),
             batch: self.worker.batch,
             claim_idle: Duration::from_millis(self.worker.claim_idle_ms),
+            metrics: None,
         }
     }
 }
@@ -465,6 +490,18 @@ impl Config {
                 "must be at most 1000 (nodes apply changes within 1 s)",
             ));
         }
+        let admin_listen = match self.admin.listen.trim() {
+            "" => None,
+            a => Some(a.parse::<SocketAddr>().map_err(|_| {
+                bad(
+                    "admin.listen",
+                    format!("'{a}' is not host:port (or \"\" for off)"),
+                )
+            })?),
+        };
+        if admin_listen.is_some_and(|a| a == listen) {
+            return Err(bad("admin.listen", "must differ from listen"));
+        }
         let node = match &self.node {
             Some(n)
                 if !(1..=64).contains(&n.len())
@@ -500,6 +537,8 @@ impl Config {
             breaker: self.breaker.clone(),
             trusted_proxies,
             tickets: self.tickets.clone(),
+            admin_listen,
+            admin_token: self.admin.token.clone().filter(|t| !t.is_empty()),
         })
     }
 }

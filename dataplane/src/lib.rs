@@ -28,6 +28,7 @@ mod http;
 pub use http::{request, ApiError};
 pub mod keys;
 pub mod ledger;
+pub mod metrics;
 pub mod orders;
 pub mod reconcile;
 pub mod scripts;

@@ -3,7 +3,7 @@
 //! lets in-flight requests finish (up to a grace period), and the process exits 0.
 
 use futures::channel::oneshot;
-use futures::future::{select, FutureExt};
+use futures::future::{select, Either, FutureExt};
 use glommio::net::TcpListener;
 use glommio::sync::Semaphore;
 use glommio::timer::Timer;
@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::Settings;
 use crate::http;
+use crate::metrics::Metrics;
 use crate::shard::Shard;
 
 #[derive(Debug, thiserror::Error)]
@@ -41,8 +42,12 @@ pub fn stop_on_signals() -> Result<Arc<AtomicBool>, ServerError> {
     Ok(stop)
 }
 
-/// Runs the node until `stop` is set.
-pub fn run_until(settings: Settings, stop: Arc<AtomicBool>) -> Result<(), ServerError> {
+/// Runs the node until `stop` is set; its shards count into `metrics`.
+pub fn run_until(
+    settings: Settings,
+    stop: Arc<AtomicBool>,
+    metrics: Arc<Metrics>,
+) -> Result<(), ServerError> {
     let shards = settings.shards;
     tracing::info!(listen = %settings.listen, shards, redis = %settings.redis_url, "starting");
     let next_index = Arc::new(AtomicUsize::new(0));
@@ -50,7 +55,7 @@ pub fn run_until(settings: Settings, stop: Arc<AtomicBool>) -> Result<(), Server
         .name("seckill-shard")
         .on_all_shards(move || {
             let index = next_index.fetch_add(1, Ordering::SeqCst);
-            run_shard(index, settings, stop)
+            run_shard(index, settings, stop, metrics)
         })
         .map_err(|e| ServerError::Executors(e.to_string()))?;
     let mut first_error = None;
@@ -78,6 +83,7 @@ async fn run_shard(
     index: usize,
     settings: Settings,
     stop: Arc<AtomicBool>,
+    metrics: Arc<Metrics>,
 ) -> Result<(), ServerError> {
     let addr = settings.listen;
     let grace = Duration::from_millis(settings.http.shutdown_grace_ms);
@@ -87,12 +93,44 @@ async fn run_shard(
         addr,
         reason: e.to_string(),
     })?;
-    let shard = Shard::start(index, Rc::new(settings));
+    let admin = match settings.admin_listen.filter(|_| index == 0) {
+        Some(addr) => Some(TcpListener::bind(addr).map_err(|e| ServerError::Bind {
+            shard: index,
+            addr,
+            reason: e.to_string(),
+        })?),
+        None => None,
+    };
+    let shard_metrics = metrics.shards.get(index).cloned().unwrap_or_default();
+    let shard = Shard::start(index, Rc::new(settings), shard_metrics);
     tracing::debug!(shard = index, "listening");
 
     let slots = Rc::new(Semaphore::new(max_conns));
     let (closing, closed) = oneshot::channel::<()>();
     let closed = closed.map(|_| ()).shared();
+    if let Some(admin) = admin {
+        let (shard, closed) = (shard.clone(), closed.clone());
+        glommio::spawn_local(async move {
+            loop {
+                let accept = pin!(admin.accept());
+                let stream = match select(accept, closed.clone()).await {
+                    Either::Left((Ok(s), _)) => s,
+                    Either::Left((Err(e), _)) => {
+                        tracing::warn!(error = %e, "admin accept failed");
+                        Timer::new(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                    Either::Right(_) => return,
+                };
+                let (shard, metrics, closed) = (shard.clone(), metrics.clone(), closed.clone());
+                glommio::spawn_local(http::admin::serve_connection(
+                    shard, metrics, stream, closed,
+                ))
+                .detach();
+            }
+        })
+        .detach();
+    }
     let accept = async {
         loop {
             let Ok(slot) = slots.acquire_static_permit(1).await else {

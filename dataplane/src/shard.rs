@@ -54,10 +54,16 @@ pub struct Shard {
     pub guard: RefCell<Guard>,
     /// Answers of the current second, for the fleet telemetry.
     pub stats: RefCell<crate::telemetry::Window>,
+    /// Answers since the start, for `/metrics`.
+    pub metrics: std::sync::Arc<crate::metrics::ShardMetrics>,
 }
 
 impl Shard {
-    pub fn start(index: usize, settings: Rc<Settings>) -> Rc<Self> {
+    pub fn start(
+        index: usize,
+        settings: Rc<Settings>,
+        metrics: std::sync::Arc<crate::metrics::ShardMetrics>,
+    ) -> Rc<Self> {
         let mut on_connect: Vec<redis::Cmd> = crate::scripts::hot_path()
             .iter()
             .map(|s| {
@@ -99,7 +105,9 @@ impl Shard {
             wake,
             guard,
             stats: RefCell::default(),
+            metrics,
         });
+        shard.store.conn.observe_round_trips(shard.metrics.clone());
         glommio::spawn_local(sync_loop(shard.clone(), wake_rx)).detach();
         glommio::spawn_local(listen_for_changes(shard.clone())).detach();
         glommio::spawn_local(crate::telemetry::report_loop(shard.clone())).detach();
@@ -107,6 +115,12 @@ impl Shard {
             glommio::spawn_local(rebalance_loop(shard.clone())).detach();
         }
         shard
+    }
+
+    /// Counts an answer for the telemetry and the metrics.
+    pub fn answered(&self, route: &'static str, outcome: &'static str, took: std::time::Duration) {
+        self.stats.borrow_mut().record(route, outcome, took);
+        self.metrics.request(route, outcome, took);
     }
 
     /// Reads one campaign without cloning it.

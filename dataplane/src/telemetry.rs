@@ -147,6 +147,13 @@ pub(crate) async fn report_loop(shard: Rc<Shard>) {
         let (window, outcomes, routes) = shard.stats.borrow_mut().take();
         let conn = &shard.store.conn;
         let rtt = conn.take_round_trips();
+        {
+            use std::sync::atomic::Ordering::Relaxed;
+            let m = &shard.metrics;
+            m.redis_up.store(conn.is_up(), Relaxed);
+            m.breaker_open.store(conn.breaker_open(), Relaxed);
+            m.synced.store(shard.synced(), Relaxed);
+        }
         let record = ShardRecord {
             node: shard.settings.node.clone(),
             shard: shard.index,

@@ -109,6 +109,7 @@ fn serve_refuses_an_invalid_configuration_naming_the_field() {
         (&["--shards", "0"][..], "shards"),
         (&["--secret-file", "/nonexistent"][..], "secret_file"),
         (&["--config", "/nonexistent.toml"][..], "config"),
+        (&["--admin-listen", "nowhere"][..], "admin.listen"),
     ] {
         let o = run(args);
         assert!(!o.status.success(), "{args:?}");

@@ -151,7 +151,7 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
                 "listen = \"127.0.0.1:{port}\"\nredis = \"{redis}\"\nshards = 2\nsecret_file = \"{d}/secret\"\n\
                  content_dir = \"{d}/content\"\n\
                  [worker]\nname = \"{name}\"\ndb = \"{d}/orders-{name}.sqlite\"\n[limits]\nip_rate = 50\nip_burst = 100\n\
-                 [tickets]\ndifficulty = 8\n"
+                 [tickets]\ndifficulty = 8\n[admin]\nlisten = \"\"\n"
             ),
         )
         .expect("config");

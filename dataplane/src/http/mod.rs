@@ -1,5 +1,6 @@
 //! HTTP/1.1 on a shard: hyper over glommio sockets, one small module per route.
 
+pub mod admin;
 mod io;
 mod reply;
 pub mod request;
@@ -92,10 +93,7 @@ async fn route(shard: &Shard, req: Request<Incoming>, peer: IpAddr) -> Reply {
         Ok(_) => "ok",
         Err(e) => e.code(),
     };
-    shard
-        .stats
-        .borrow_mut()
-        .record(name, outcome, start.elapsed());
+    shard.answered(name, outcome, start.elapsed());
     result.unwrap_or_else(|e| {
         if matches!(e.status().as_u16(), 401 | 403 | 429) {
             shard.refused(guard::blacklist::ip_key(ip));

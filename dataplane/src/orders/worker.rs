@@ -31,6 +31,8 @@ pub struct WorkerOptions {
     pub batch: usize,
     /// Pending entries idle this long are taken over from their (presumed dead) consumer.
     pub claim_idle: Duration,
+    /// Counters for the node's `/metrics`, when the worker runs inside `serve`.
+    pub metrics: Option<std::sync::Arc<crate::metrics::WorkerMetrics>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -189,6 +191,9 @@ impl Worker {
         }
         let _: () = pipe.query(&mut self.con)?;
         self.stats.events += entries.len() as u64;
+        if let Some(m) = &self.opts.metrics {
+            m.events.fetch_add(entries.len() as u64, Ordering::Relaxed);
+        }
         Ok(entries.len())
     }
 
@@ -269,6 +274,9 @@ impl Worker {
                 let took = (delivered_ms - paid_ms).max(1) as u64;
                 let _ = self.stats.pay_to_delivered_ms.record(took);
                 let _ = self.stats.recent_pay_to_delivered_ms.record(took);
+                if let Some(m) = &self.opts.metrics {
+                    m.delivered_after(Duration::from_millis(took));
+                }
             }
         }
         Ok(())
@@ -353,6 +361,10 @@ impl Worker {
             let (p, l) = crate::reconcile::backlog(&mut self.con, &s.key)?;
             pending += p;
             lag += l;
+        }
+        if let Some(m) = &self.opts.metrics {
+            m.lag.store(lag, Ordering::Relaxed);
+            m.pending.store(pending, Ordering::Relaxed);
         }
         let secs = last.at.elapsed().as_secs_f64().max(0.001);
         let recent = &mut self.stats.recent_pay_to_delivered_ms;

@@ -76,6 +76,8 @@ struct Inner {
     breaker: RefCell<Breaker>,
     /// Round trips of the commands answered since the last `take_round_trips`, µs.
     round_trips: RefCell<Histogram<u64>>,
+    /// Where round trips are also counted for `/metrics`.
+    metrics: RefCell<Option<std::sync::Arc<crate::metrics::ShardMetrics>>>,
 }
 
 fn round_trip_histogram() -> Histogram<u64> {
@@ -105,6 +107,7 @@ impl RedisConn {
             connects: Cell::new(0),
             breaker: RefCell::new(Breaker::new(breaker, Instant::now())),
             round_trips: RefCell::new(round_trip_histogram()),
+            metrics: RefCell::new(None),
         });
         glommio::spawn_local(supervise(inner.clone())).detach();
         RedisConn { inner }
@@ -123,6 +126,11 @@ impl RedisConn {
     pub fn close(&self) {
         self.inner.closed.set(true);
         self.inner.link.borrow_mut().take();
+    }
+
+    /// Counts every round trip into `m` too.
+    pub fn observe_round_trips(&self, m: std::sync::Arc<crate::metrics::ShardMetrics>) {
+        *self.inner.metrics.borrow_mut() = Some(m);
     }
 
     /// The round trips recorded since the last call, and a fresh start.
@@ -153,6 +161,9 @@ impl RedisConn {
         if ok {
             let us = ((now - start).as_micros() as u64).clamp(1, 60_000_000);
             self.inner.round_trips.borrow_mut().record(us).ok();
+            if let Some(m) = self.inner.metrics.borrow().as_ref() {
+                m.redis_round_trip(now - start);
+            }
         }
         reply
     }

@@ -113,6 +113,8 @@ impl Drop for Redis {
 /// A `seckill-dataplane serve` process.
 pub struct Node {
     pub port: u16,
+    /// The admin listener (`/metrics`, `/healthz`, `/readyz`).
+    pub admin_port: u16,
     pub dir: tempfile::TempDir,
     child: Option<Child>,
 }
@@ -137,6 +139,7 @@ impl Node {
     fn launch(redis: &Redis, shards: usize, extra: &str, worker: bool) -> Node {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
+        let admin_port = free_port();
         std::fs::write(dir.path().join("secret"), SECRET).expect("write secret");
         let d = dir.path().display();
         let config = format!(
@@ -152,12 +155,15 @@ impl Node {
             .arg("serve")
             .arg("--config")
             .arg(dir.path().join("dataplane.toml"))
+            .arg("--admin-listen")
+            .arg(format!("127.0.0.1:{admin_port}"))
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .spawn()
             .expect("start seckill-dataplane");
         let node = Node {
             port,
+            admin_port,
             dir,
             child: Some(child),
         };

@@ -1,0 +1,145 @@
+//! The admin listener, served by shard 0 on its own address: `GET /metrics` (Prometheus
+//! text, every shard's counters summed, each campaign's stock read from Redis),
+//! `GET /healthz` (the process answers) and `GET /readyz` (every shard has Redis and has
+//! read the control plane). With a token configured, every request must bring it.
+
+use futures::future::{select, Either};
+use glommio::net::TcpStream;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::io;
+use super::reply::{json, Reply};
+use crate::metrics::{self, CampaignGauges, Metrics};
+use crate::shard::Shard;
+use crate::store::{int, items};
+
+pub async fn serve_connection(
+    shard: Rc<Shard>,
+    metrics: Arc<Metrics>,
+    stream: TcpStream,
+    shutdown: impl Future<Output = ()>,
+) {
+    let h = &shard.settings.http;
+    let (stream, clock) = io::TimedStream::new(
+        stream,
+        Duration::from_millis(h.header_timeout_ms),
+        Duration::from_millis(h.idle_timeout_ms),
+    );
+    let svc = service_fn(move |req| {
+        clock.handling();
+        let (shard, metrics) = (shard.clone(), metrics.clone());
+        async move { Ok::<_, Infallible>(answer(&shard, &metrics, req).await) }
+    });
+    let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+    let mut conn = pin!(conn);
+    let result = match select(conn.as_mut(), pin!(shutdown)).await {
+        Either::Left((r, _)) => r,
+        Either::Right(((), _)) => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "admin connection ended with an error");
+    }
+}
+
+/// Compares without stopping at the first difference.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn answer(shard: &Shard, metrics: &Metrics, req: Request<Incoming>) -> Reply {
+    if let Some(token) = &shard.settings.admin_token {
+        let given = req
+            .headers()
+            .get(AUTHORIZATION)
+            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+        if !given.is_some_and(|g| same(g, token.as_bytes())) {
+            return json(
+                StatusCode::UNAUTHORIZED,
+                &json!({ "error": "unauthenticated", "message": "this listener needs the admin token" }),
+            );
+        }
+    }
+    if req.method() != Method::GET {
+        return json(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &json!({ "error": "method_not_allowed", "message": "the admin routes are GET only" }),
+        );
+    }
+    match req.uri().path() {
+        "/healthz" => json(StatusCode::OK, &json!({ "status": "ok" })),
+        "/readyz" => match metrics.ready() {
+            Ok(()) => json(StatusCode::OK, &json!({ "status": "ready" })),
+            Err(reason) => json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &json!({ "status": "not_ready", "reason": reason }),
+            ),
+        },
+        "/metrics" => {
+            let campaigns = stock(shard).await;
+            let mut r = Reply::new(metrics::render(metrics, &campaigns).into());
+            r.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            r
+        }
+        _ => json(
+            StatusCode::NOT_FOUND,
+            &json!({ "error": "not_found", "message": "admin routes: /metrics, /healthz, /readyz" }),
+        ),
+    }
+}
+
+/// Every campaign's stock, summed over its partitions; campaigns Redis cannot be asked
+/// about right now are left out.
+async fn stock(shard: &Shard) -> Vec<CampaignGauges> {
+    let mut out = Vec::new();
+    for v in shard.campaigns() {
+        let c = &v.campaign;
+        let mut g = CampaignGauges {
+            id: c.spec.id.clone(),
+            state: v.public_state(),
+            total: c.spec.total as i64,
+            ..CampaignGauges::default()
+        };
+        let mut complete = true;
+        for p in 0..c.spec.partitions {
+            let key = crate::keys::PartitionKeys::new(&c.spec.id, p).part();
+            let cmd = redis::cmd("HMGET")
+                .arg(key)
+                .arg(&["stock", "held", "sold", "transit"])
+                .clone();
+            match shard.store.conn.query(&cmd).await.and_then(items) {
+                Ok(f) => {
+                    g.remaining += int(f.first()).unwrap_or(0);
+                    g.held += int(f.get(1)).unwrap_or(0);
+                    g.sold += int(f.get(2)).unwrap_or(0);
+                    g.in_transit += int(f.get(3)).unwrap_or(0);
+                }
+                Err(_) => {
+                    complete = false;
+                    break;
+                }
+            }
+        }
+        if complete {
+            out.push(g);
+        }
+    }
+    out
+}

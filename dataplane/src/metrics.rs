@@ -1,0 +1,508 @@
+//! Prometheus metrics. Each shard counts into its own [`ShardMetrics`]: plain atomics
+//! only that shard writes (relaxed adds, no locks, no sharing of cache lines between
+//! writers), which the admin listener sums over the shards when scraped. The in-process
+//! order worker has its [`WorkerMetrics`] the same way.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Route names, as `Route::name` gives them, and `other` for paths that are no route.
+pub const ROUTES: [&str; 11] = [
+    "time",
+    "session",
+    "campaigns",
+    "campaign",
+    "purchase",
+    "challenge",
+    "ticket",
+    "order",
+    "pay",
+    "download",
+    "other",
+];
+
+/// Outcomes: `ok`, then every error code an answer can carry, and `other`.
+pub const OUTCOMES: [&str; 27] = [
+    "ok",
+    "bad_request",
+    "headers_too_large",
+    "payload_too_large",
+    "timeout",
+    "unauthenticated",
+    "not_found",
+    "unknown_campaign",
+    "method_not_allowed",
+    "sold_out",
+    "not_enough_stock",
+    "limit_reached",
+    "paused",
+    "not_started",
+    "ended",
+    "expired",
+    "link_invalid",
+    "link_expired",
+    "unavailable",
+    "busy",
+    "rate_limited",
+    "blocked",
+    "ticket_invalid",
+    "challenge_invalid",
+    "tickets_exhausted",
+    "no_tickets",
+    "other",
+];
+
+/// Upper bounds of the latency buckets, in seconds (a last `+Inf` bucket follows).
+pub const BUCKETS: [f64; 15] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    10.0,
+];
+
+fn index_of(list: &[&str], name: &str) -> usize {
+    list.iter()
+        .position(|n| *n == name)
+        .unwrap_or(list.len() - 1)
+}
+
+/// A latency histogram of atomics: counts per bucket (not cumulative) and the sum.
+#[derive(Debug)]
+struct Histo {
+    counts: [AtomicU64; BUCKETS.len() + 1],
+    sum_ns: AtomicU64,
+}
+
+impl Default for Histo {
+    fn default() -> Self {
+        Histo {
+            counts: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum_ns: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Histo {
+    fn observe(&self, took: Duration) {
+        let s = took.as_secs_f64();
+        let i = BUCKETS
+            .iter()
+            .position(|b| s <= *b)
+            .unwrap_or(BUCKETS.len());
+        self.counts[i].fetch_add(1, Relaxed);
+        self.sum_ns.fetch_add(took.as_nanos() as u64, Relaxed);
+    }
+
+    fn add_to(&self, counts: &mut [u64; BUCKETS.len() + 1], sum_ns: &mut u64) {
+        for (c, a) in counts.iter_mut().zip(&self.counts) {
+            *c += a.load(Relaxed);
+        }
+        *sum_ns += self.sum_ns.load(Relaxed);
+    }
+}
+
+/// What one shard counted since the node started.
+pub struct ShardMetrics {
+    requests: Vec<AtomicU64>,
+    latency: Vec<Histo>,
+    redis: Histo,
+    /// Set each second by the shard: its Redis link, its breaker, whether it has read
+    /// the control plane.
+    pub redis_up: AtomicBool,
+    pub breaker_open: AtomicBool,
+    pub synced: AtomicBool,
+}
+
+impl Default for ShardMetrics {
+    fn default() -> Self {
+        ShardMetrics {
+            requests: (0..ROUTES.len() * OUTCOMES.len())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            latency: (0..ROUTES.len()).map(|_| Histo::default()).collect(),
+            redis: Histo::default(),
+            redis_up: AtomicBool::new(false),
+            breaker_open: AtomicBool::new(false),
+            synced: AtomicBool::new(false),
+        }
+    }
+}
+
+impl ShardMetrics {
+    /// Counts one answer.
+    pub fn request(&self, route: &str, outcome: &str, took: Duration) {
+        let r = index_of(&ROUTES, route);
+        let o = index_of(&OUTCOMES, outcome);
+        self.requests[r * OUTCOMES.len() + o].fetch_add(1, Relaxed);
+        self.latency[r].observe(took);
+    }
+
+    pub fn redis_round_trip(&self, took: Duration) {
+        self.redis.observe(took);
+    }
+}
+
+/// The in-process order worker's counters.
+#[derive(Debug, Default)]
+pub struct WorkerMetrics {
+    pub events: AtomicU64,
+    pub delivered: AtomicU64,
+    pub lag: AtomicU64,
+    pub pending: AtomicU64,
+    pay_to_delivered: Histo,
+}
+
+impl WorkerMetrics {
+    pub fn delivered_after(&self, took: Duration) {
+        self.delivered.fetch_add(1, Relaxed);
+        self.pay_to_delivered.observe(took);
+    }
+}
+
+/// Every counter of the node.
+pub struct Metrics {
+    pub node: String,
+    pub started_ms: i64,
+    pub shards: Vec<Arc<ShardMetrics>>,
+    pub worker: Option<Arc<WorkerMetrics>>,
+}
+
+impl Metrics {
+    pub fn new(node: &str, started_ms: i64, shards: usize, worker: bool) -> Metrics {
+        Metrics {
+            node: node.to_string(),
+            started_ms,
+            shards: (0..shards).map(|_| Arc::default()).collect(),
+            worker: worker.then(Arc::default),
+        }
+    }
+
+    /// Whether every shard has its Redis link and has read the control plane.
+    pub fn ready(&self) -> Result<(), String> {
+        for (i, s) in self.shards.iter().enumerate() {
+            if !s.redis_up.load(Relaxed) {
+                return Err(format!("shard {i}: no Redis connection"));
+            }
+            if !s.synced.load(Relaxed) {
+                return Err(format!("shard {i}: control plane not read yet"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A campaign's stock as the scrape reads it from Redis.
+#[derive(Debug, Clone, Default)]
+pub struct CampaignGauges {
+    pub id: String,
+    pub state: &'static str,
+    pub total: i64,
+    pub remaining: i64,
+    pub in_transit: i64,
+    pub held: i64,
+    pub sold: i64,
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn histogram(out: &mut String, name: &str, labels: &str, counts: &[u64], sum_ns: u64) {
+    let sep = if labels.is_empty() { "" } else { "," };
+    let mut cumulative = 0;
+    for (i, c) in counts.iter().enumerate() {
+        cumulative += c;
+        let le = BUCKETS
+            .get(i)
+            .map_or_else(|| "+Inf".to_string(), |b| b.to_string());
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}"
+        );
+    }
+    let braces = |s: &str| {
+        if s.is_empty() {
+            String::new()
+        } else {
+            format!("{{{s}}}")
+        }
+    };
+    let _ = writeln!(out, "{name}_sum{} {}", braces(labels), sum_ns as f64 / 1e9);
+    let _ = writeln!(out, "{name}_count{} {cumulative}", braces(labels));
+}
+
+/// Escapes a label value.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The Prometheus text exposition of the node's counters and the campaigns' stock.
+pub fn render(m: &Metrics, campaigns: &[CampaignGauges]) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    let node = label(&m.node);
+    header(
+        &mut out,
+        "seckill_node_info",
+        "gauge",
+        "This node: its name and shards.",
+    );
+    let _ = writeln!(
+        out,
+        "seckill_node_info{{node=\"{node}\",shards=\"{}\"}} 1",
+        m.shards.len()
+    );
+    header(
+        &mut out,
+        "seckill_start_time_seconds",
+        "gauge",
+        "When the node started, in seconds since the Unix epoch.",
+    );
+    let _ = writeln!(
+        out,
+        "seckill_start_time_seconds {}",
+        m.started_ms as f64 / 1000.0
+    );
+
+    header(
+        &mut out,
+        "seckill_http_requests_total",
+        "counter",
+        "Answers by route and outcome (ok, or the error code of the JSON body).",
+    );
+    let mut by_outcome = [0u64; OUTCOMES.len()];
+    for (r, route) in ROUTES.iter().enumerate() {
+        for (o, outcome) in OUTCOMES.iter().enumerate() {
+            let n: u64 = m
+                .shards
+                .iter()
+                .map(|s| s.requests[r * OUTCOMES.len() + o].load(Relaxed))
+                .sum();
+            by_outcome[o] += n;
+            if n > 0 {
+                let _ = writeln!(
+                    out,
+                    "seckill_http_requests_total{{route=\"{route}\",outcome=\"{outcome}\"}} {n}"
+                );
+            }
+        }
+    }
+    for (name, outcome, help) in [
+        (
+            "seckill_rate_limited_total",
+            "rate_limited",
+            "Requests refused by a per-IP or per-user rate limit.",
+        ),
+        (
+            "seckill_blocked_total",
+            "blocked",
+            "Requests refused because the client or user is blacklisted.",
+        ),
+        (
+            "seckill_busy_total",
+            "busy",
+            "Purchases refused by the per-campaign admission limit.",
+        ),
+    ] {
+        header(&mut out, name, "counter", help);
+        let _ = writeln!(out, "{name} {}", by_outcome[index_of(&OUTCOMES, outcome)]);
+    }
+
+    header(
+        &mut out,
+        "seckill_http_request_duration_seconds",
+        "histogram",
+        "Time from a request's arrival to its answer, by route.",
+    );
+    for (r, route) in ROUTES.iter().enumerate() {
+        let mut counts = [0u64; BUCKETS.len() + 1];
+        let mut sum = 0;
+        for s in &m.shards {
+            s.latency[r].add_to(&mut counts, &mut sum);
+        }
+        if counts.iter().any(|c| *c > 0) {
+            histogram(
+                &mut out,
+                "seckill_http_request_duration_seconds",
+                &format!("route=\"{route}\""),
+                &counts,
+                sum,
+            );
+        }
+    }
+
+    header(
+        &mut out,
+        "seckill_redis_round_trip_seconds",
+        "histogram",
+        "Round trip of the shards' Redis commands, queueing included.",
+    );
+    let mut counts = [0u64; BUCKETS.len() + 1];
+    let mut sum = 0;
+    for s in &m.shards {
+        s.redis.add_to(&mut counts, &mut sum);
+    }
+    histogram(
+        &mut out,
+        "seckill_redis_round_trip_seconds",
+        "",
+        &counts,
+        sum,
+    );
+    for (name, help, pick) in [
+        (
+            "seckill_redis_up",
+            "1 when the shard has a working Redis connection.",
+            (|s: &ShardMetrics| s.redis_up.load(Relaxed)) as fn(&ShardMetrics) -> bool,
+        ),
+        (
+            "seckill_breaker_open",
+            "1 while the shard's circuit breaker refuses Redis calls.",
+            |s: &ShardMetrics| s.breaker_open.load(Relaxed),
+        ),
+    ] {
+        header(&mut out, name, "gauge", help);
+        for (i, s) in m.shards.iter().enumerate() {
+            let _ = writeln!(out, "{name}{{shard=\"{i}\"}} {}", u8::from(pick(s)));
+        }
+    }
+
+    for (name, help, pick) in [
+        (
+            "seckill_campaign_total_units",
+            "Units the campaign sells.",
+            (|c: &CampaignGauges| c.total) as fn(&CampaignGauges) -> i64,
+        ),
+        (
+            "seckill_campaign_remaining_units",
+            "Units on the partitions' shelves.",
+            |c: &CampaignGauges| c.remaining,
+        ),
+        (
+            "seckill_campaign_in_transit_units",
+            "Units moving between partitions.",
+            |c: &CampaignGauges| c.in_transit,
+        ),
+        (
+            "seckill_campaign_held_units",
+            "Units held by buyers who have not paid yet.",
+            |c: &CampaignGauges| c.held,
+        ),
+        (
+            "seckill_campaign_sold_units",
+            "Units paid for.",
+            |c: &CampaignGauges| c.sold,
+        ),
+    ] {
+        header(&mut out, name, "gauge", help);
+        for c in campaigns {
+            let _ = writeln!(
+                out,
+                "{name}{{campaign=\"{}\",state=\"{}\"}} {}",
+                label(&c.id),
+                c.state,
+                pick(c)
+            );
+        }
+    }
+
+    if let Some(w) = &m.worker {
+        for (name, kind, help, v) in [
+            (
+                "seckill_worker_events_total",
+                "counter",
+                "Order events the worker stored.",
+                w.events.load(Relaxed),
+            ),
+            (
+                "seckill_worker_delivered_total",
+                "counter",
+                "Paid orders the worker delivered.",
+                w.delivered.load(Relaxed),
+            ),
+            (
+                "seckill_worker_lag_entries",
+                "gauge",
+                "Order events no worker has read yet, over every stream.",
+                w.lag.load(Relaxed),
+            ),
+            (
+                "seckill_worker_pending_entries",
+                "gauge",
+                "Order events read and not acknowledged yet.",
+                w.pending.load(Relaxed),
+            ),
+        ] {
+            header(&mut out, name, kind, help);
+            let _ = writeln!(out, "{name} {v}");
+        }
+        header(
+            &mut out,
+            "seckill_worker_pay_to_delivered_seconds",
+            "histogram",
+            "Time from an order's payment to its delivery.",
+        );
+        let mut counts = [0u64; BUCKETS.len() + 1];
+        let mut sum = 0;
+        w.pay_to_delivered.add_to(&mut counts, &mut sum);
+        histogram(
+            &mut out,
+            "seckill_worker_pay_to_delivered_seconds",
+            "",
+            &counts,
+            sum,
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_from_every_shard_add_up_in_the_exposition() {
+        let m = Metrics::new("n1", 1_700_000_000_000, 2, true);
+        m.shards[0].request("purchase", "ok", Duration::from_micros(300));
+        m.shards[1].request("purchase", "ok", Duration::from_millis(3));
+        m.shards[1].request("purchase", "rate_limited", Duration::from_micros(50));
+        m.shards[0].request("nowhere", "weird", Duration::from_micros(50));
+        if let Some(w) = &m.worker {
+            w.delivered_after(Duration::from_millis(20));
+        }
+        let text = render(
+            &m,
+            &[CampaignGauges {
+                id: "c1".into(),
+                state: "live",
+                total: 10,
+                remaining: 4,
+                held: 5,
+                sold: 1,
+                ..Default::default()
+            }],
+        );
+        for line in [
+            "seckill_http_requests_total{route=\"purchase\",outcome=\"ok\"} 2",
+            "seckill_http_requests_total{route=\"purchase\",outcome=\"rate_limited\"} 1",
+            "seckill_http_requests_total{route=\"other\",outcome=\"other\"} 1",
+            "seckill_rate_limited_total 1",
+            "seckill_http_request_duration_seconds_bucket{route=\"purchase\",le=\"0.0001\"} 1",
+            "seckill_http_request_duration_seconds_bucket{route=\"purchase\",le=\"0.0005\"} 2",
+            "seckill_http_request_duration_seconds_bucket{route=\"purchase\",le=\"+Inf\"} 3",
+            "seckill_http_request_duration_seconds_count{route=\"purchase\"} 3",
+            "seckill_campaign_remaining_units{campaign=\"c1\",state=\"live\"} 4",
+            "seckill_worker_delivered_total 1",
+            "seckill_worker_pay_to_delivered_seconds_bucket{le=\"0.025\"} 1",
+            "seckill_redis_up{shard=\"1\"} 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
+        }
+        // Every sample line is `name{labels} value` or `name value`, with a number.
+        for l in text.lines().filter(|l| !l.starts_with('#')) {
+            let v = l.rsplit(' ').next().expect("a value");
+            assert!(v.parse::<f64>().is_ok(), "{l}");
+        }
+    }
+}

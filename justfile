@@ -141,6 +141,10 @@ bench-http SHARDS="1" ROUNDS="3" SECONDS="5":
 bench-sim ROUNDS="3" SECONDS="5" CONNECTIONS="64":
     bench/sim-vs-wrk.sh {{ROUNDS}} {{SECONDS}} {{CONNECTIONS}}
 
+# What metrics cost on the hot path: throughput with and without scraping.
+bench-metrics ROUNDS="3" SECONDS="5":
+    bench/metrics-cost.sh {{ROUNDS}} {{SECONDS}}
+
 # Order pipeline: worker throughput into SQLite and pay-to-delivered latency in a surge.
 bench-orders ORDERS="20000":
     bench/orders.sh {{ORDERS}}

@@ -85,6 +85,7 @@ pub fn execute(
                 anyhow::bail!("no order store: start the console with --db FILE");
             }
             let report = reconcile::reconcile(con, id, &stores)?;
+            reconcile::record(con, &report)?;
             Ok(Done::Report {
                 title: format!(
                     "reconciliation of {id}: {}",

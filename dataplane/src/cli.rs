@@ -306,6 +306,7 @@ fn reconcile(
         None
     };
     let report = seckill_dataplane::reconcile::reconcile(&mut con, id, &dbs)?;
+    seckill_dataplane::reconcile::record(&mut con, &report)?;
     if json {
         let v = serde_json::json!({ "report": report, "repaired": repaired });
         println!("{}", serde_json::to_string_pretty(&v)?);

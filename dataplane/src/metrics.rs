@@ -201,6 +201,18 @@ pub struct CampaignGauges {
     pub in_transit: i64,
     pub held: i64,
     pub sold: i64,
+    /// The last reconciliation's verdict: when (ms) and how many violations.
+    pub reconciled: Option<(i64, u64)>,
+}
+
+impl CampaignGauges {
+    /// Units by which the live counters miss the ledger: remaining + in transit + held +
+    /// sold against the total, and any oversell. Read partition by partition, so a
+    /// transfer caught halfway can show for a moment; alert on it only when it lasts.
+    pub fn mismatch(&self) -> i64 {
+        let sum = self.remaining + self.in_transit + self.held + self.sold;
+        (sum - self.total).abs() + (self.held + self.sold - self.total).max(0)
+    }
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -394,6 +406,11 @@ pub fn render(m: &Metrics, campaigns: &[CampaignGauges]) -> String {
             "Units paid for.",
             |c: &CampaignGauges| c.sold,
         ),
+        (
+            "seckill_campaign_ledger_mismatch_units",
+            "Units by which remaining + in transit + held + sold misses the total (0 when the ledger holds).",
+            |c: &CampaignGauges| c.mismatch(),
+        ),
     ] {
         header(&mut out, name, "gauge", help);
         for c in campaigns {
@@ -403,6 +420,38 @@ pub fn render(m: &Metrics, campaigns: &[CampaignGauges]) -> String {
                 label(&c.id),
                 c.state,
                 pick(c)
+            );
+        }
+    }
+
+    header(
+        &mut out,
+        "seckill_reconcile_violations",
+        "gauge",
+        "Violations the campaign's last reconciliation found (CLI, console or simulator).",
+    );
+    for c in campaigns {
+        if let Some((_, v)) = c.reconciled {
+            let _ = writeln!(
+                out,
+                "seckill_reconcile_violations{{campaign=\"{}\"}} {v}",
+                label(&c.id)
+            );
+        }
+    }
+    header(
+        &mut out,
+        "seckill_reconcile_last_run_timestamp_seconds",
+        "gauge",
+        "When the campaign was last reconciled, in seconds since the Unix epoch.",
+    );
+    for c in campaigns {
+        if let Some((at, _)) = c.reconciled {
+            let _ = writeln!(
+                out,
+                "seckill_reconcile_last_run_timestamp_seconds{{campaign=\"{}\"}} {}",
+                label(&c.id),
+                at as f64 / 1000.0
             );
         }
     }

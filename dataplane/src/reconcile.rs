@@ -208,6 +208,25 @@ fn stream_state(
     Ok((s, deliveries))
 }
 
+/// Where the last reconciliation of a campaign left its verdict, for `/metrics` and
+/// alerts: `at_ms`, `violations`, `stores`.
+pub fn verdict_key(id: &str) -> String {
+    format!("sk:reconcile:{id}")
+}
+
+/// Records a reconciliation's verdict in the control plane.
+pub fn record(con: &mut redis::Connection, r: &Report) -> Result<(), ReconcileError> {
+    let _: () = con.hset_multiple(
+        verdict_key(&r.campaign),
+        &[
+            ("at_ms", crate::now_ms().to_string()),
+            ("violations", r.violations.len().to_string()),
+            ("stores", r.stores.len().to_string()),
+        ],
+    )?;
+    Ok(())
+}
+
 /// Reconciles one campaign against the given order stores.
 pub fn reconcile(
     con: &mut redis::Connection,

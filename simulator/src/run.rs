@@ -359,6 +359,7 @@ fn reconcile_settled(
             .with_context(|| format!("reconciling {campaign}"))?;
         let settled = r.drained() && r.missing.is_empty() && r.undelivered.is_empty();
         if settled || since.elapsed() > Duration::from_secs(15) {
+            reconcile::record(con, &r).context("recording the reconciliation")?;
             return Ok(r);
         }
         std::thread::sleep(Duration::from_millis(250));

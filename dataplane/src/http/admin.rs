@@ -137,6 +137,15 @@ async fn stock(shard: &Shard) -> Vec<CampaignGauges> {
                 }
             }
         }
+        let verdict = redis::cmd("HMGET")
+            .arg(crate::reconcile::verdict_key(&c.spec.id))
+            .arg(&["at_ms", "violations"])
+            .clone();
+        if let Ok(f) = shard.store.conn.query(&verdict).await.and_then(items) {
+            if let (Some(at), Some(v)) = (int(f.first()), int(f.get(1))) {
+                g.reconciled = Some((at, v.max(0) as u64));
+            }
+        }
         if complete {
             out.push(g);
         }

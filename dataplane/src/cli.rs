@@ -17,8 +17,23 @@ use seckill_dataplane::{control, ledger, orders, server};
     about = "seckill data plane: flash-sale purchases, thread-per-core"
 )]
 pub struct Args {
+    /// Log lines as text for people, or one JSON object per line for collectors.
+    #[arg(
+        long,
+        env = "SECKILL_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        global = true
+    )]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]

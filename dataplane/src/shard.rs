@@ -56,6 +56,9 @@ pub struct Shard {
     pub stats: RefCell<crate::telemetry::Window>,
     /// Answers since the start, for `/metrics`.
     pub metrics: std::sync::Arc<crate::metrics::ShardMetrics>,
+    /// Request ids: a prefix unique to this shard's run, and a counter.
+    id_prefix: String,
+    requests: Cell<u64>,
 }
 
 impl Shard {
@@ -106,6 +109,8 @@ impl Shard {
             guard,
             stats: RefCell::default(),
             metrics,
+            id_prefix: format!("{:08x}{index:02x}", rand::random::<u32>()),
+            requests: Cell::new(0),
         });
         shard.store.conn.observe_round_trips(shard.metrics.clone());
         glommio::spawn_local(sync_loop(shard.clone(), wake_rx)).detach();
@@ -115,6 +120,13 @@ impl Shard {
             glommio::spawn_local(rebalance_loop(shard.clone())).detach();
         }
         shard
+    }
+
+    /// A fresh request id: unique over shards, nodes and restarts (with near certainty).
+    pub fn next_request_id(&self) -> String {
+        let n = self.requests.get() + 1;
+        self.requests.set(n);
+        format!("{}-{n:x}", self.id_prefix)
     }
 
     /// Counts an answer for the telemetry and the metrics.

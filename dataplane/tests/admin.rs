@@ -119,3 +119,56 @@ fn a_configured_token_guards_the_admin_routes() {
     assert!(text.contains("seckill_node_info"));
     assert_eq!(admin(&node, "/nope", Some("s3cret-admin")).0, 404);
 }
+
+#[test]
+fn json_logs_carry_the_request_id_and_no_token() {
+    let mut redis = Redis::start();
+    let node = Node::start_logging(&redis, 1, "json", "info,seckill_dataplane=debug");
+    open_sale(&redis, &node, spec("logs", 5, 1, 1));
+    let c = node.client();
+    let token = c.token("logger");
+
+    // With Redis gone, a purchase that carries an Idempotency-Key fails its lookup: that
+    // is logged inside the request.
+    redis.kill();
+    let res = ureq::post(&node.url("/api/campaigns/logs/purchase"))
+        .set("Authorization", &format!("Bearer {token}"))
+        .set("Idempotency-Key", "k-1")
+        .set("X-Request-Id", "trace-abc.123")
+        .send_string("{}");
+    let r = match res {
+        Err(ureq::Error::Status(503, r)) => r,
+        other => panic!("expected 503, got {other:?}"),
+    };
+    assert_eq!(r.header("x-request-id"), Some("trace-abc.123"));
+    // An id the node makes up when the client sends none (or a bad one).
+    let r = ureq::get(&node.url("/api/time"))
+        .set("X-Request-Id", "no spaces allowed")
+        .call()
+        .expect("time");
+    let made = r.header("x-request-id").expect("an id").to_string();
+    assert!(made.contains('-') && !made.contains(' '), "{made}");
+
+    let mut lines = Vec::new();
+    wait_until("the request's log line", Duration::from_secs(5), || {
+        lines = node
+            .log()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("every line is JSON"))
+            .collect();
+        lines.iter().any(|l| l["span"]["id"] == "trace-abc.123")
+    });
+    let line = lines
+        .iter()
+        .find(|l| l["span"]["id"] == "trace-abc.123")
+        .expect("a line of the request");
+    assert!(line["fields"]["message"].is_string(), "{line}");
+    assert!(
+        line["level"].is_string() && line["timestamp"].is_string(),
+        "{line}"
+    );
+    let log = node.log();
+    assert!(!log.contains(&token), "a token in the logs");
+    assert!(!log.contains(SECRET), "the secret in the logs");
+    redis.restart();
+}

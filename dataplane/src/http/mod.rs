@@ -29,6 +29,7 @@ use reply::Reply;
 use request::Route;
 use std::net::IpAddr;
 use std::time::Instant;
+use tracing::Instrument;
 
 /// Serves one connection until the client leaves, a timeout fires, or `shutdown`
 /// resolves — then in-flight requests finish and the connection closes.
@@ -75,7 +76,34 @@ pub async fn serve_connection(
     }
 }
 
+/// A client's own `X-Request-Id` when it is short and plain, else one of the shard's.
+fn request_id(shard: &Shard, req: &Request<Incoming>) -> String {
+    let given = req.headers().get("x-request-id").map(|v| v.as_bytes());
+    match given {
+        Some(v)
+            if (1..=64).contains(&v.len())
+                && v.iter()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(b)) =>
+        {
+            String::from_utf8_lossy(v).into_owned()
+        }
+        _ => shard.next_request_id(),
+    }
+}
+
+/// Answers one request inside a span that carries its id, so every log line of the
+/// request names it; the id goes back in `X-Request-Id`.
 async fn route(shard: &Shard, req: Request<Incoming>, peer: IpAddr) -> Reply {
+    let id = request_id(shard, &req);
+    let span = tracing::info_span!("request", id = %id);
+    let mut reply = answer(shard, req, peer).instrument(span).await;
+    if let Ok(v) = hyper::header::HeaderValue::from_str(&id) {
+        reply.headers_mut().insert("x-request-id", v);
+    }
+    reply
+}
+
+async fn answer(shard: &Shard, req: Request<Incoming>, peer: IpAddr) -> Reply {
     let start = Instant::now();
     let ip = guard::client_ip(
         peer,

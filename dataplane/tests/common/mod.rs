@@ -128,15 +128,32 @@ impl Node {
 
     /// Starts a node whose config file ends with `extra` TOML.
     pub fn start_with(redis: &Redis, shards: usize, extra: &str) -> Node {
-        Self::launch(redis, shards, extra, true)
+        Self::launch(redis, shards, extra, true, None)
     }
 
     /// Starts a node that leaves the order streams to separate workers.
     pub fn start_without_worker(redis: &Redis, shards: usize) -> Node {
-        Self::launch(redis, shards, "", false)
+        Self::launch(redis, shards, "", false, None)
     }
 
-    fn launch(redis: &Redis, shards: usize, extra: &str, worker: bool) -> Node {
+    /// Starts a node whose logs (`--log-format FORMAT`, `RUST_LOG=FILTER`) go to a file
+    /// that `log()` reads.
+    pub fn start_logging(redis: &Redis, shards: usize, format: &str, filter: &str) -> Node {
+        Self::launch(redis, shards, "", true, Some((format, filter)))
+    }
+
+    /// What the node has logged so far (nodes started with `start_logging`).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("dataplane.log")).unwrap_or_default()
+    }
+
+    fn launch(
+        redis: &Redis,
+        shards: usize,
+        extra: &str,
+        worker: bool,
+        logs: Option<(&str, &str)>,
+    ) -> Node {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         let admin_port = free_port();
@@ -151,16 +168,21 @@ impl Node {
         );
         std::fs::create_dir_all(dir.path().join("content")).expect("content dir");
         std::fs::write(dir.path().join("dataplane.toml"), config).expect("write config");
-        let child = Command::new(env!("CARGO_BIN_EXE_seckill-dataplane"))
-            .arg("serve")
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_seckill-dataplane"));
+        cmd.arg("serve")
             .arg("--config")
             .arg(dir.path().join("dataplane.toml"))
             .arg("--admin-listen")
             .arg(format!("127.0.0.1:{admin_port}"))
             .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start seckill-dataplane");
+            .stdout(Stdio::null());
+        if let Some((format, filter)) = logs {
+            let file = std::fs::File::create(dir.path().join("dataplane.log")).expect("log file");
+            cmd.args(["--log-format", format])
+                .env("RUST_LOG", filter)
+                .stderr(file);
+        }
+        let child = cmd.spawn().expect("start seckill-dataplane");
         let node = Node {
             port,
             admin_port,

@@ -17,6 +17,7 @@ setup:
     missing=""
     command -v redis-server >/dev/null || missing="$missing redis-server"
     command -v tmux >/dev/null || missing="$missing tmux"
+    command -v chromedriver >/dev/null || missing="$missing chromium chromium-driver"
     if [ -n "$missing" ]; then
         echo "installing$missing"
         SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Route names, as `Route::name` gives them, and `other` for paths that are no route.
-pub const ROUTES: [&str; 11] = [
+pub const ROUTES: [&str; 14] = [
     "time",
     "session",
     "campaigns",
@@ -20,6 +20,9 @@ pub const ROUTES: [&str; 11] = [
     "order",
     "pay",
     "download",
+    "events",
+    "page",
+    "asset",
     "other",
 ];
 

@@ -159,6 +159,7 @@ async fn run_shard(
     };
     select(pin!(accept), pin!(stopping)).await;
     drop(listener);
+    shard.stopping.set(true);
     let _ = closing.send(());
     let deadline = Instant::now() + grace;
     while slots.available() < max_conns && Instant::now() < deadline {

@@ -18,6 +18,9 @@ use crate::guard::{blacklist, Guard};
 use crate::keys;
 use crate::store::{self, items, text, Store, StoreError};
 
+/// What a campaign's event is made from: state, remaining, start and end.
+pub type LiveKey = (&'static str, i64, Option<i64>, Option<i64>);
+
 /// A campaign as this shard sees it.
 #[derive(Debug, Clone)]
 pub struct CampaignView {
@@ -56,6 +59,11 @@ pub struct Shard {
     pub stats: RefCell<crate::telemetry::Window>,
     /// Answers since the start, for `/metrics`.
     pub metrics: std::sync::Arc<crate::metrics::ShardMetrics>,
+    /// The events stream's shared update per campaign: what it was made from, and the
+    /// `data:` every client of this shard gets.
+    pub live_events: RefCell<HashMap<String, (LiveKey, Rc<str>)>>,
+    /// Set when the node stops: event streams end.
+    pub stopping: Cell<bool>,
     /// Request ids: a prefix unique to this shard's run, and a counter.
     id_prefix: String,
     requests: Cell<u64>,
@@ -109,6 +117,8 @@ impl Shard {
             guard,
             stats: RefCell::default(),
             metrics,
+            live_events: RefCell::default(),
+            stopping: Cell::new(false),
             id_prefix: format!("{:08x}{index:02x}", rand::random::<u32>()),
             requests: Cell::new(0),
         });

@@ -7,7 +7,8 @@
 //! complete within the header timeout (so a client that trickles bytes holds the
 //! connection no longer than that); while a request is being handled no read deadline
 //! runs (the handler bounds its own work). The service marks the start of handling
-//! through [`Clock::handling`]; writing the response starts the idle time.
+//! through [`Clock::handling`]; writing the response starts the idle time, and every
+//! write restarts it (a stream of events is not idle).
 
 use glommio::net::TcpStream;
 use glommio::timer::Timer;
@@ -154,9 +155,13 @@ impl AsyncRead for TimedStream {
 }
 
 impl TimedStream {
+    /// A response is being written: the request is done, and the connection is not
+    /// idle while its response (a long event stream, say) keeps flowing.
     fn responding(&self) {
-        if self.clock.phase.get() == Phase::Handling {
-            self.clock.set(Phase::Idle);
+        match self.clock.phase.get() {
+            Phase::Handling => self.clock.set(Phase::Idle),
+            Phase::Idle => self.clock.since.set(Instant::now()),
+            Phase::Head => {}
         }
     }
 

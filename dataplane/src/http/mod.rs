@@ -8,9 +8,10 @@ mod routes;
 
 pub use reply::ApiError;
 
+use bytes::Bytes;
 use futures::future::{select, Either};
 use glommio::net::TcpStream;
-use http_body_util::{BodyExt, Limited};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -54,7 +55,7 @@ pub async fn serve_connection(
     let svc = service_fn(move |req| {
         clock.handling();
         let shard = svc_shard.clone();
-        async move { Ok::<_, Infallible>(route(&shard, req, peer).await) }
+        async move { Ok::<_, Infallible>(respond(shard, req, peer).await) }
     });
     let mut builder = http1::Builder::new();
     builder
@@ -73,6 +74,47 @@ pub async fn serve_connection(
     };
     if let Err(e) = result {
         tracing::debug!(error = %e, "connection ended with an error");
+    }
+}
+
+/// A response: JSON (or a page) in one piece, or a stream of events.
+type Body = http_body_util::Either<Full<Bytes>, routes::events::Events>;
+
+async fn respond(shard: Rc<Shard>, req: Request<Incoming>, peer: IpAddr) -> hyper::Response<Body> {
+    if req.method() == hyper::Method::GET && req.uri().path().ends_with("/events") {
+        if let Ok(Route::Events(id)) = Route::of(req.method(), req.uri().path()) {
+            return open_events(&shard, &req, id, peer);
+        }
+    }
+    route(&shard, req, peer)
+        .await
+        .map(http_body_util::Either::Left)
+}
+
+/// Opens an event stream, past the same IP guard as every request.
+fn open_events(
+    shard: &Rc<Shard>,
+    req: &Request<Incoming>,
+    id: &str,
+    peer: IpAddr,
+) -> hyper::Response<Body> {
+    let start = Instant::now();
+    let ip = guard::client_ip(
+        peer,
+        req.headers()
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok()),
+        &shard.settings.trusted_proxies,
+    );
+    let checked = shard.guard.borrow_mut().check_ip(ip, start);
+    let opened = checked
+        .map_err(ApiError::from)
+        .and_then(|()| routes::events::open(shard.clone(), id));
+    let outcome = opened.as_ref().map_or_else(|e| e.code(), |_| "ok");
+    shard.answered("events", outcome, start.elapsed());
+    match opened {
+        Ok(r) => r.map(http_body_util::Either::Right),
+        Err(e) => e.reply().map(http_body_util::Either::Left),
     }
 }
 
@@ -152,6 +194,10 @@ async fn dispatch(
         Route::Order(id) => routes::orders::get(shard, id, req).await,
         Route::Pay(id) => routes::pay::post(shard, id, req).await,
         Route::Download(token) => routes::download::get(shard, token).await,
+        Route::Page(id) => routes::page::page(id, &req),
+        Route::Asset(name) => routes::page::asset(name, &req),
+        // Streams are opened in `respond`, which owns the shard's handle they keep.
+        Route::Events(_) => Err(ApiError::NotFound),
     };
     (route.name(), answer)
 }

@@ -20,6 +20,11 @@ pub enum Route<'a> {
     Order(&'a str),
     Pay(&'a str),
     Download(&'a str),
+    /// Server-Sent Events: the campaign's state and stock as they change.
+    Events(&'a str),
+    /// The campaign's page, and the files it loads.
+    Page(&'a str),
+    Asset(&'a str),
 }
 
 impl<'a> Route<'a> {
@@ -36,6 +41,9 @@ impl<'a> Route<'a> {
             Route::Order(_) => "order",
             Route::Pay(_) => "pay",
             Route::Download(_) => "download",
+            Route::Events(_) => "events",
+            Route::Page(_) => "page",
+            Route::Asset(_) => "asset",
         }
     }
 
@@ -54,6 +62,9 @@ impl<'a> Route<'a> {
             ["api", "orders", id] => (Route::Order(id), Method::GET),
             ["api", "orders", id, "pay"] => (Route::Pay(id), Method::POST),
             ["dl", token] => (Route::Download(token), Method::GET),
+            ["api", "campaigns", id, "events"] => (Route::Events(id), Method::GET),
+            ["c", id] => (Route::Page(id), Method::GET),
+            ["static", name] => (Route::Asset(name), Method::GET),
             _ => return Err(ApiError::NotFound),
         };
         if *method == allowed {

@@ -19,6 +19,8 @@ pub struct CampaignInfo<'a> {
     pub remaining: i64,
     pub per_user_limit: u32,
     pub price_cents: u64,
+    /// Purchases need a ticket earned by proof of work (`/challenge`, then `/ticket`).
+    pub require_ticket: bool,
 }
 
 fn published(v: &CampaignView) -> bool {
@@ -37,7 +39,15 @@ fn info(v: &CampaignView) -> CampaignInfo<'_> {
         remaining: v.remaining,
         per_user_limit: c.spec.per_user_limit,
         price_cents: c.spec.price_cents,
+        require_ticket: c.spec.require_ticket,
     }
+}
+
+/// A published campaign as its JSON, for the events stream.
+pub fn info_json(v: &CampaignView) -> Option<String> {
+    published(v)
+        .then(|| serde_json::to_string(&info(v)).ok())
+        .flatten()
 }
 
 pub fn list(shard: &Shard) -> Result<Reply, ApiError> {

@@ -3,7 +3,9 @@
 pub mod campaigns;
 pub mod challenge;
 pub mod download;
+pub mod events;
 pub mod orders;
+pub mod page;
 pub mod pay;
 pub mod purchase;
 pub mod session;

@@ -1,0 +1,103 @@
+//! `GET /api/campaigns/{id}/events`: the campaign's state and stock as Server-Sent
+//! Events. Each shard makes one update per change of its copy of the campaign (at most
+//! one per control-plane poll, 250 ms by default) and every stream on the shard sends
+//! that same text; a comment every 15 s keeps proxies from closing a quiet stream.
+
+use bytes::Bytes;
+use futures::stream::{self, LocalBoxStream, StreamExt};
+use http_body_util::StreamBody;
+use hyper::body::Frame;
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::Response;
+use std::convert::Infallible;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use crate::http::ApiError;
+use crate::shard::Shard;
+
+pub type Events = StreamBody<LocalBoxStream<'static, Result<Frame<Bytes>, Infallible>>>;
+
+/// How often a stream looks at the shard's copy of the campaign.
+const TICK: Duration = Duration::from_millis(250);
+/// A comment at least this often, and within half the idle timeout, which a quiet
+/// stream would otherwise hit.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// The shard's current update for a published campaign, shared by all its streams.
+pub fn live_event(shard: &Shard, id: &str) -> Option<Rc<str>> {
+    let key = shard.with_campaign(id, |v| {
+        (
+            v.public_state(),
+            v.remaining,
+            v.campaign.starts_at_ms,
+            v.campaign.ends_at_ms,
+        )
+    })?;
+    if let Some((k, ev)) = shard.live_events.borrow().get(id) {
+        if *k == key {
+            return Some(ev.clone());
+        }
+    }
+    let json = shard
+        .with_campaign(id, super::campaigns::info_json)
+        .flatten()?;
+    let ev: Rc<str> = Rc::from(json);
+    shard
+        .live_events
+        .borrow_mut()
+        .insert(id.to_string(), (key, ev.clone()));
+    Some(ev)
+}
+
+struct Stream {
+    shard: Rc<Shard>,
+    id: String,
+    last: Option<Rc<str>>,
+    sent: Instant,
+}
+
+fn frame(text: String) -> Result<Frame<Bytes>, Infallible> {
+    Ok(Frame::data(Bytes::from(text)))
+}
+
+pub fn open(shard: Rc<Shard>, id: &str) -> Result<Response<Events>, ApiError> {
+    live_event(&shard, id).ok_or(ApiError::UnknownCampaign)?;
+    let heartbeat = HEARTBEAT.min(Duration::from_millis(
+        shard.settings.http.idle_timeout_ms / 2,
+    ));
+    let start = Stream {
+        shard,
+        id: id.to_string(),
+        last: None,
+        sent: Instant::now(),
+    };
+    let events = stream::unfold(start, move |mut s| async move {
+        loop {
+            if s.shard.stopping.get() {
+                return None;
+            }
+            // A campaign that is no longer published ends the stream.
+            let now = live_event(&s.shard, &s.id)?;
+            let first = s.last.is_none();
+            if !s.last.as_ref().is_some_and(|l| Rc::ptr_eq(l, &now)) {
+                let retry = if first { "retry: 2000\n" } else { "" };
+                let text = format!("{retry}event: campaign\ndata: {now}\n\n");
+                s.last = Some(now);
+                s.sent = Instant::now();
+                return Some((frame(text), s));
+            }
+            if s.sent.elapsed() >= heartbeat {
+                s.sent = Instant::now();
+                return Some((frame(": keep-alive\n\n".into()), s));
+            }
+            glommio::timer::Timer::new(TICK.min(heartbeat)).await;
+        }
+    });
+    let mut r = Response::new(StreamBody::new(events.boxed_local()));
+    let h = r.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(r)
+}

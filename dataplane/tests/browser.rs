@@ -1,0 +1,253 @@
+//! The campaign page in a real browser: headless Chromium driven through chromedriver
+//! (WebDriver over HTTP), against a node and redis-server started here. Screenshots go
+//! to the test's temp dir under target/ (printed at the end of each test).
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A chromedriver of the test's own, and one browser session in it.
+struct Browser {
+    driver: Child,
+    base: String,
+    session: String,
+}
+
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+impl Browser {
+    fn start() -> Browser {
+        let port = free_port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver (install it: apt-get install chromium chromium-driver)");
+        let base = format!("http://127.0.0.1:{port}");
+        wait_until("chromedriver", Duration::from_secs(20), || {
+            ureq::get(&format!("{base}/status")).call().is_ok()
+        });
+        let caps = json!({ "capabilities": { "alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                         "--disable-gpu", "--window-size=900,1100"]
+            }
+        }}});
+        let v: Value = ureq::post(&format!("{base}/session"))
+            .send_json(caps)
+            .expect("a browser session")
+            .into_json()
+            .expect("json");
+        let session = v["value"]["sessionId"]
+            .as_str()
+            .expect("session id")
+            .to_string();
+        Browser {
+            driver,
+            base,
+            session,
+        }
+    }
+
+    fn call(&self, method: &str, path: &str, body: Value) -> Value {
+        let url = format!("{}/session/{}{path}", self.base, self.session);
+        let res = match method {
+            "GET" => ureq::get(&url).call(),
+            _ => ureq::post(&url).send_json(body),
+        };
+        match res {
+            Ok(r) => r.into_json::<Value>().expect("json")["value"].take(),
+            Err(ureq::Error::Status(code, r)) => {
+                panic!(
+                    "webdriver {path}: {code} {}",
+                    r.into_string().unwrap_or_default()
+                )
+            }
+            Err(e) => panic!("webdriver {path}: {e}"),
+        }
+    }
+
+    fn open(&self, url: &str) {
+        self.call("POST", "/url", json!({ "url": url }));
+    }
+
+    fn element(&self, css: &str) -> String {
+        let v = self.call(
+            "POST",
+            "/element",
+            json!({ "using": "css selector", "value": css }),
+        );
+        v[ELEMENT]
+            .as_str()
+            .unwrap_or_else(|| panic!("no element {css}: {v}"))
+            .to_string()
+    }
+
+    /// A real click, as a user's.
+    fn click(&self, css: &str) {
+        let e = self.element(css);
+        self.call("POST", &format!("/element/{e}/click"), json!({}));
+    }
+
+    fn type_into(&self, css: &str, text: &str) {
+        let e = self.element(css);
+        self.call(
+            "POST",
+            &format!("/element/{e}/value"),
+            json!({ "text": text }),
+        );
+    }
+
+    fn js(&self, script: &str) -> Value {
+        self.call(
+            "POST",
+            "/execute/sync",
+            json!({ "script": script, "args": [] }),
+        )
+    }
+
+    fn text(&self, id: &str) -> String {
+        let v = self.js(&format!(
+            "return document.getElementById('{id}').textContent"
+        ));
+        v.as_str().unwrap_or_default().to_string()
+    }
+
+    fn disabled(&self, id: &str) -> bool {
+        self.js(&format!("return document.getElementById('{id}').disabled"))
+            .as_bool()
+            .unwrap_or(false)
+    }
+
+    fn wait(&self, what: &str, mut ok: impl FnMut(&Browser) -> bool) {
+        wait_until(what, Duration::from_secs(20), || ok(self));
+    }
+
+    fn screenshot(&self, name: &str) -> PathBuf {
+        use base64::Engine;
+        let png = self.call("GET", "/screenshot", Value::Null);
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().expect("base64"))
+            .expect("png");
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+        std::fs::create_dir_all(&dir).expect("screenshot dir");
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, bytes).expect("write screenshot");
+        eprintln!("screenshot: {}", path.display());
+        path
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = ureq::delete(&format!("{}/session/{}", self.base, self.session)).call();
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+#[test]
+fn a_shopper_waits_for_the_start_buys_pays_and_downloads() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    std::fs::write(node.content_dir().join("album.zip"), vec![42u8; 20_000]).expect("content");
+    let starts = seckill_dataplane::now_ms() + 6_000;
+    let mut s = spec("page", 5, 2, 1);
+    s.name = "Midnight Sessions".into();
+    s.price_cents = 1299;
+    s.content_file = Some("album.zip".into());
+    s.starts_at = Some(seckill_dataplane::campaign::format_instant_ms(starts));
+    open_sale(&redis, &node, s);
+
+    let b = Browser::start();
+    b.open(&node.url("/c/page"));
+    b.wait("the page to load the campaign", |b| {
+        b.text("name") == "Midnight Sessions"
+    });
+    assert_eq!(b.text("price"), "12.99");
+    assert_eq!(b.text("remaining"), "5");
+    b.type_into("#user", "alice");
+    b.click("#signin button");
+    b.wait("the sign-in", |b| b.text("who").contains("alice"));
+
+    // Before the start: a countdown on the server's clock, and no buying.
+    b.wait("the countdown", |b| {
+        b.text("countdown").starts_with("Opens in 00:00:0")
+    });
+    assert!(b.disabled("buy"));
+    assert_eq!(b.text("state"), "Opens soon");
+    assert!(b
+        .js("return document.getElementById('signin').offsetParent === null")
+        .as_bool()
+        .unwrap_or(false));
+    b.screenshot("1-countdown");
+
+    // At the start the button wakes up; one click buys, a second click does nothing.
+    b.wait("the sale to open", |b| !b.disabled("buy"));
+    assert!(seckill_dataplane::now_ms() >= starts - 1000, "opened early");
+    b.click("#buy");
+    let _ = b.js("document.getElementById('buy').click()");
+    b.wait("the hold", |b| b.text("order-status") == "held for you");
+    assert_eq!(b.text("state"), "On sale");
+    assert!(b.disabled("buy"));
+    b.screenshot("2-held");
+    let l = ledger_holds(&redis, "page");
+    assert_eq!((l.held, l.buyers), (1, 1), "{l}");
+
+    // Pay; the worker delivers; the page shows the key and the link, which downloads.
+    b.click("#pay");
+    b.wait("the delivery", |b| !b.text("license").is_empty());
+    let key = b.text("license");
+    assert!(key.len() >= 16, "{key}");
+    let size = b.js("const r = new XMLHttpRequest(); \
+         r.open('GET', document.getElementById('download').href, false); \
+         r.overrideMimeType('text/plain; charset=x-user-defined'); r.send(); \
+         return [r.status, r.responseText.length];");
+    assert_eq!(size, json!([200, 20_000]), "the download");
+    b.screenshot("3-delivered");
+    let l = ledger_holds(&redis, "page");
+    assert_eq!((l.sold, l.held, l.remaining), (1, 0, 4), "{l}");
+}
+
+#[test]
+fn the_page_follows_the_stock_live_and_says_sold_out() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 1);
+    open_sale(&redis, &node, spec("last", 1, 1, 1));
+
+    let b = Browser::start();
+    b.open(&node.url("/c/last"));
+    b.type_into("#user", "bob");
+    b.click("#signin button");
+    b.wait("the page, open for bob", |b| {
+        b.text("remaining") == "1" && !b.disabled("buy")
+    });
+
+    // Someone else takes the last unit: the event stream tells the page.
+    let c = node.client();
+    let rival = c.token("rival");
+    assert_eq!(c.purchase("last", &rival, None).0, 200);
+    b.wait("the page to show it sold out", |b| {
+        b.text("state") == "Sold out" && b.text("remaining") == "0"
+    });
+    assert!(b.disabled("buy"));
+    assert!(
+        b.text("message").starts_with("Sold out"),
+        "{}",
+        b.text("message")
+    );
+    b.screenshot("4-sold-out");
+
+    // A shop with nothing at that address says so.
+    b.open(&node.url("/c/nothing-here"));
+    b.wait("the missing sale", |b| b.text("name") == "No such sale");
+    let l = ledger_holds(&redis, "last");
+    assert_eq!((l.held, l.remaining), (1, 0), "{l}");
+}

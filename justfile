@@ -119,6 +119,7 @@ demo: redis secret content
     $bin/seckill-dataplane reconcile "$id" --redis $redis --db data/orders/main.sqlite
     echo "(data plane log: data/dataplane.log; the launch's report: data/launch-report.json, plot: data/launch.svg)"
     echo "(the console: $bin/seckill-console --redis $redis)"
+    echo "(the shopper's page of a sale: http://127.0.0.1:8080/c/$id-x; metrics: http://127.0.0.1:9090/metrics)"
 
 # The ops console against the managed Redis (keys: ? in the console).
 console *ARGS: redis

@@ -251,3 +251,31 @@ fn the_page_follows_the_stock_live_and_says_sold_out() {
     let l = ledger_holds(&redis, "last");
     assert_eq!((l.held, l.remaining), (1, 0), "{l}");
 }
+
+#[test]
+fn behind_proof_of_work_the_browser_earns_its_ticket() {
+    let redis = Redis::start();
+    let node = Node::start_with(&redis, 1, "[tickets]\ndifficulty = 12");
+    let mut s = spec("pow", 3, 1, 1);
+    s.require_ticket = true;
+    open_sale(&redis, &node, s);
+
+    let b = Browser::start();
+    b.open(&node.url("/c/pow"));
+    b.type_into("#user", "carol");
+    b.click("#signin button");
+    b.wait("the page, open for carol", |b| !b.disabled("buy"));
+    b.click("#buy");
+    // Challenge, about 4,000 SHA-256 digests in Web Crypto, ticket, purchase.
+    b.wait("the hold", |b| b.text("order-status") == "held for you");
+    b.screenshot("5-ticket-held");
+    let l = ledger_holds(&redis, "pow");
+    assert_eq!((l.held, l.buyers), (1, 1), "{l}");
+    // The ticket was used: the data plane recorded it.
+    let mut con = redis.con();
+    let used: Vec<String> = redis::cmd("KEYS")
+        .arg("*}:ticket:*")
+        .query(&mut con)
+        .expect("keys");
+    assert!(!used.is_empty(), "no ticket recorded");
+}

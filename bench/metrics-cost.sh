@@ -10,31 +10,9 @@ cd "$(dirname "$0")/.."
 rounds=${1:-3} secs=${2:-5}
 command -v wrk >/dev/null || { echo "wrk is missing: apt-get install wrk" >&2; exit 1; }
 cargo build --release -q -p seckill-dataplane
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-rport=$(port)
-redis="redis://127.0.0.1:$rport"
-redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >/dev/null &
-pids+=($!)
-head -c 32 /dev/urandom | base64 > "$work/secret"
-for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
-cat > "$work/c.toml" <<TOML
-id = "bench"
-name = "bench"
-total = 1
-partitions = 1
-per_user_limit = 1
-hold_ttl_s = 300
-price_cents = 1
-TOML
-cli() { target/release/seckill-dataplane "$@" >/dev/null; }
-cli campaign --redis "$redis" create --file "$work/c.toml"
-cli campaign --redis "$redis" arm bench
-cli campaign --redis "$redis" start bench
-cli limits --redis "$redis" set ip_rate=0 user_rate=0 auto_block_refusals=0
+. bench/lib.sh
+start_redis
+sold_out_campaign
 
 # start BINARY: a node on fresh ports; sets dport, aport, node.
 start() {
@@ -45,13 +23,8 @@ start() {
   "$1" serve --config "$work/empty.toml" --listen "127.0.0.1:$dport" "${admin[@]}" --redis "$redis" --shards 1 \
       --demo-issuer --secret-file "$work/secret" 2>>"$work/serve.log" &
   node=$!
-  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$dport/api/time" >/dev/null && break; sleep 0.1; done
-  local t
-  t=$(curl -s -XPOST "http://127.0.0.1:$dport/api/session" -d '{"user_id":"first"}' | python3 -c 'import sys,json; print(json.load(sys.stdin)["token"])')
-  curl -s -XPOST "http://127.0.0.1:$dport/api/campaigns/bench/purchase" -H "Authorization: Bearer $t" >/dev/null
-  SECKILL_TOKEN=$(curl -s -XPOST "http://127.0.0.1:$dport/api/session" -d '{"user_id":"crowd"}' | python3 -c 'import sys,json; print(json.load(sys.stdin)["token"])')
-  export SECKILL_TOKEN
-  sleep 0.5
+  wait_http "http://127.0.0.1:$dport"
+  buy_the_unit "http://127.0.0.1:$dport"
 }
 stop() { kill "$node" 2>/dev/null || true; wait "$node" 2>/dev/null || true; }
 rate() {
@@ -78,7 +51,6 @@ for _ in $(seq "$rounds"); do
     stop
   fi
 done
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 base=$(echo "${runs[none]}" | median)
 printf 'sold-out purchase, 1 shard, wrk -t1 -c64 -d%ss, %s rounds, median requests/s\n' "$secs" "$rounds"
 for k in none 1s 100ms baseline; do

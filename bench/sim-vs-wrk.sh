@@ -13,59 +13,17 @@ cd "$(dirname "$0")/.."
 rounds=${1:-3} secs=${2:-5} conns=${3:-64}
 command -v wrk >/dev/null || { echo "wrk is missing: apt-get install wrk" >&2; exit 1; }
 cargo build --release -q -p seckill-dataplane -p seckill-simulator
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-rport=$(port) dport=$(port)
-redis="redis://127.0.0.1:$rport"
-nport=$(port)
-redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >/dev/null &
-pids+=($!)
-head -c 32 /dev/urandom | base64 > "$work/secret"
-for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+. bench/lib.sh
+start_redis
+dport=$(port)
 target/release/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" --redis "$redis" \
     --shards 1 --demo-issuer --secret-file "$work/secret" 2>"$work/dataplane.log" &
 pids+=($!)
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$dport/api/time" >/dev/null && break; sleep 0.1; done
-if command -v nginx >/dev/null; then
-  cat > "$work/nginx.conf" <<NGINX
-worker_processes 1;
-daemon off;
-pid $work/nginx.pid;
-error_log $work/nginx.err;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$nport reuseport; location / { return 200; } }
-}
-NGINX
-  nginx -c "$work/nginx.conf" -p "$work" &
-  pids+=($!)
-fi
-
-# A campaign with one unit, bought, so every purchase after it ends on the shard.
-cat > "$work/c.toml" <<TOML
-id = "bench"
-name = "bench"
-total = 1
-partitions = 1
-per_user_limit = 1
-hold_ttl_s = 300
-price_cents = 1
-TOML
-cli() { target/release/seckill-dataplane campaign --redis "$redis" "$@" >/dev/null; }
-cli create --file "$work/c.toml"; cli arm bench; cli start bench
-target/release/seckill-dataplane limits --redis "$redis" set ip_rate=0 user_rate=0 auto_block_refusals=0 >/dev/null
-sleep 0.5
-token() { curl -s -XPOST "http://127.0.0.1:$dport/api/session" -d "{\"user_id\":\"$1\"}" | python3 -c 'import sys,json; print(json.load(sys.stdin)["token"])'; }
-first=$(token first)
-curl -s -XPOST "http://127.0.0.1:$dport/api/campaigns/bench/purchase" -H "Authorization: Bearer $first" >/dev/null
-export SECKILL_TOKEN=$(token crowd) SECKILL_IDEMPOTENCY_KEY=bench-retry
-sleep 0.6
+wait_http "http://127.0.0.1:$dport"
+command -v nginx >/dev/null && start_nginx 1
+sold_out_campaign
+buy_the_unit "http://127.0.0.1:$dport"
+export SECKILL_IDEMPOTENCY_KEY=bench-retry
 
 wrk_rate() {
   wrk -t1 -c"$conns" -d"${secs}s" -s bench/purchase.lua "$1/api/campaigns/bench/purchase" 2>/dev/null |
@@ -73,16 +31,27 @@ wrk_rate() {
 }
 # One shopper (one source address, as wrk has) planned far above what the server
 # answers, so the simulator sends as fast as its connections let it.
+cat > "$work/flat-out.toml" <<TOML
+target = "http://127.0.0.1:1"
+redis = "$redis"
+secret_file = "$work/secret"
+duration_s = $secs
+threads = 1
+connections = $conns
+[campaign]
+id = "bench"
+[arrivals]
+profile = "constant"
+rate = 250000
+[population]
+users = 1
+[personas]
+shopper = 1
+TOML
 sim_rate() {
-  target/release/seckill-sim run --scenario config/scenarios/launch.toml \
-      --target "$1" --redis "$redis" --secret-file "$work/secret" \
-      --campaign bench --starts-in-s 0 --duration-s "$secs" --threads 1 --connections "$conns" \
-      --profile constant --rate 250000 --users 1 --pay-fraction 0 --retry-fraction 0 \
-      --shopper 1 --hammer 0 --ip-rotator 0 --forger 0 --replayer 0 --skipper 0 --sybil 0 \
-      --fail-on "" --p99-ms 1000000 --json - 2>/dev/null |
+  { target/release/seckill-sim run --scenario "$work/flat-out.toml" --target "$1" --json - 2>/dev/null || true; } |
     python3 -c 'import sys,json; print(round(json.load(sys.stdin)["achieved_per_s"]))'
 }
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 compare() {
   local label=$1 url=$2 w="" s=""
   for _ in $(seq "$rounds"); do

@@ -3,7 +3,6 @@
 //! `GET /healthz` (the process answers) and `GET /readyz` (every shard has Redis and has
 //! read the control plane). With a token configured, every request must bring it.
 
-use futures::future::{select, Either};
 use glommio::net::TcpStream;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
@@ -14,7 +13,6 @@ use hyper_util::rt::TokioIo;
 use serde_json::json;
 use std::convert::Infallible;
 use std::future::Future;
-use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,17 +41,7 @@ pub async fn serve_connection(
         async move { Ok::<_, Infallible>(answer(&shard, &metrics, req).await) }
     });
     let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
-    let mut conn = pin!(conn);
-    let result = match select(conn.as_mut(), pin!(shutdown)).await {
-        Either::Left((r, _)) => r,
-        Either::Right(((), _)) => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        }
-    };
-    if let Err(e) = result {
-        tracing::debug!(error = %e, "admin connection ended with an error");
-    }
+    super::until_shutdown(conn, shutdown).await;
 }
 
 /// Compares without stopping at the first difference.

@@ -63,7 +63,19 @@ pub async fn serve_connection(
         .max_headers(h.max_headers)
         .max_header_size(h.max_header_bytes)
         .max_buf_size((h.max_header_bytes + h.max_body_bytes).max(8192));
-    let conn = builder.serve_connection(io, svc);
+    until_shutdown(builder.serve_connection(io, svc), shutdown).await;
+}
+
+/// Drives a connection until the client leaves or `shutdown` resolves; then the request
+/// in flight finishes and the connection closes.
+async fn until_shutdown<I, S, B>(conn: http1::Connection<I, S>, shutdown: impl Future<Output = ()>)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let mut conn = pin!(conn);
     let result = match select(conn.as_mut(), pin!(shutdown)).await {
         Either::Left((r, _)) => r,
@@ -75,6 +87,25 @@ pub async fn serve_connection(
     if let Err(e) = result {
         tracing::debug!(error = %e, "connection ended with an error");
     }
+}
+
+/// The client's address (`X-Forwarded-For` counts only from trusted proxies) and the
+/// shard's verdict on it: blacklist and per-IP bucket.
+fn admit_ip(
+    shard: &Shard,
+    req: &Request<Incoming>,
+    peer: IpAddr,
+    now: Instant,
+) -> (IpAddr, Result<(), ApiError>) {
+    let ip = guard::client_ip(
+        peer,
+        req.headers()
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok()),
+        &shard.settings.trusted_proxies,
+    );
+    let checked = shard.guard.borrow_mut().check_ip(ip, now);
+    (ip, checked.map_err(ApiError::from))
 }
 
 /// A response: JSON (or a page) in one piece, or a stream of events.
@@ -99,17 +130,8 @@ fn open_events(
     peer: IpAddr,
 ) -> hyper::Response<Body> {
     let start = Instant::now();
-    let ip = guard::client_ip(
-        peer,
-        req.headers()
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok()),
-        &shard.settings.trusted_proxies,
-    );
-    let checked = shard.guard.borrow_mut().check_ip(ip, start);
-    let opened = checked
-        .map_err(ApiError::from)
-        .and_then(|()| routes::events::open(shard.clone(), id));
+    let (_, checked) = admit_ip(shard, req, peer, start);
+    let opened = checked.and_then(|()| routes::events::open(shard.clone(), id));
     let outcome = opened.as_ref().map_or_else(|e| e.code(), |_| "ok");
     shard.answered("events", outcome, start.elapsed());
     match opened {
@@ -147,17 +169,10 @@ async fn route(shard: &Shard, req: Request<Incoming>, peer: IpAddr) -> Reply {
 
 async fn answer(shard: &Shard, req: Request<Incoming>, peer: IpAddr) -> Reply {
     let start = Instant::now();
-    let ip = guard::client_ip(
-        peer,
-        req.headers()
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok()),
-        &shard.settings.trusted_proxies,
-    );
-    let checked = shard.guard.borrow_mut().check_ip(ip, start);
+    let (ip, checked) = admit_ip(shard, &req, peer, start);
     let (name, result) = match checked {
         Ok(()) => dispatch(shard, req).await,
-        Err(refusal) => ("other", Err(refusal.into())),
+        Err(refusal) => ("other", Err(refusal)),
     };
     let outcome = match &result {
         Ok(_) => "ok",

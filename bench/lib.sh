@@ -1,0 +1,76 @@
+# Sourced by the bench scripts: a scratch dir removed at exit with every process started,
+# free ports, a throwaway redis-server, nginx `return 200`, and the sold-out campaign
+# every request of which ends on the shard.
+
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+head -c 32 /dev/urandom | base64 > "$work/secret"
+
+# start_redis: a redis-server without persistence; sets rport and redis.
+start_redis() {
+  rport=$(port)
+  redis="redis://127.0.0.1:$rport"
+  redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >/dev/null &
+  pids+=($!)
+  for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+}
+
+# start_nginx WORKERS: nginx `return 200` with that many workers; sets nport.
+start_nginx() {
+  nport=$(port)
+  cat > "$work/nginx.conf" <<NGINX
+worker_processes $1;
+daemon off;
+pid $work/nginx.pid;
+error_log $work/nginx.err;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  server { listen 127.0.0.1:$nport reuseport; location / { return 200; } }
+}
+NGINX
+  nginx -c "$work/nginx.conf" -p "$work" &
+  pids+=($!)
+}
+
+wait_http() { for _ in $(seq 100); do curl -sf "$1/api/time" >/dev/null 2>&1 && break; sleep 0.1; done; }
+
+# token URL USER: a shopper's token from the demo issuer.
+token() { curl -s -XPOST "$1/api/session" -d "{\"user_id\":\"$2\"}" | python3 -c 'import sys,json; print(json.load(sys.stdin)["token"])'; }
+
+# sold_out_campaign: creates, arms and opens campaign "bench" (one unit) and lifts the
+# limits, in $redis.
+sold_out_campaign() {
+  cat > "$work/c.toml" <<TOML
+id = "bench"
+name = "bench"
+total = 1
+partitions = 1
+per_user_limit = 1
+hold_ttl_s = 300
+price_cents = 1
+TOML
+  local c=(target/release/seckill-dataplane campaign --redis "$redis")
+  "${c[@]}" create --file "$work/c.toml" >/dev/null
+  "${c[@]}" arm bench >/dev/null
+  "${c[@]}" start bench >/dev/null
+  target/release/seckill-dataplane limits --redis "$redis" set ip_rate=0 user_rate=0 auto_block_refusals=0 >/dev/null
+  sleep 0.5
+}
+
+# buy_the_unit URL: the one unit goes (if still there), and SECKILL_TOKEN is a shopper
+# whose purchases all end "sold out".
+buy_the_unit() {
+  local first
+  first=$(token "$1" first)
+  curl -s -XPOST "$1/api/campaigns/bench/purchase" -H "Authorization: Bearer $first" >/dev/null
+  SECKILL_TOKEN=$(token "$1" crowd)
+  export SECKILL_TOKEN
+  sleep 0.6
+}
+
+median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

@@ -128,8 +128,8 @@ fn json_logs_carry_the_request_id_and_no_token() {
     let c = node.client();
     let token = c.token("logger");
 
-    // With Redis gone, a purchase that carries an Idempotency-Key fails its lookup: that
-    // is logged inside the request.
+    // With Redis gone, a purchase fails on its way to Redis: that is logged inside the
+    // request.
     redis.kill();
     let res = ureq::post(&node.url("/api/campaigns/logs/purchase"))
         .set("Authorization", &format!("Bearer {token}"))

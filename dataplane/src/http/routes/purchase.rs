@@ -57,7 +57,9 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
         .ok_or(ApiError::UnknownCampaign)?;
 
     // A retry gets its first answer whatever happened since (sold out, paused, ended).
-    if let Some(key) = idem.as_deref() {
+    // A purchase that goes to Redis has it from the script, which looks first; only a
+    // refusal decided here on the shard needs the lookup.
+    if let (Some(key), Some(_)) = (idem.as_deref(), &refusal) {
         let first = shard
             .store
             .first_answer(id, partitions, &user, key)

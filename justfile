@@ -135,6 +135,10 @@ test: setup
 fmt:
     cargo fmt --all
 
+# Every benchmark side by side in one run; results to bench/results.md.
+bench ROUNDS="3" SECONDS="5":
+    bench/run.sh {{ROUNDS}} {{SECONDS}}
+
 # Requests that end on the shard vs nginx `return 200`, same wrk settings, alternating.
 bench-http SHARDS="1" ROUNDS="3" SECONDS="5":
     bench/http-ceiling.sh {{SHARDS}} {{ROUNDS}} {{SECONDS}}

@@ -94,9 +94,10 @@ pub fn sybil_user(users: usize, i: usize) -> usize {
 
 /// The address an account earns its ticket from: shoppers their own, the bots theirs,
 /// sybils a handful shared by many accounts.
-pub fn account_ip(users: usize, account: usize) -> Ipv4Addr {
+pub fn account_ip(s: &Scenario, account: usize) -> Ipv4Addr {
+    let users = s.population.users;
     if account < users {
-        return shopper_ip(account);
+        return shopper_ip(account, s.population.addresses);
     }
     match account - users {
         0 => Ipv4Addr::new(127, 0, 0, 2),
@@ -130,13 +131,14 @@ pub fn rate_at(s: &Scenario, t: f64) -> f64 {
     }
 }
 
-/// Distinct shopper addresses: a few shoppers share each, as behind home routers, and
-/// the connections they need stay well within the open-file limits of both ends.
+/// Distinct shopper addresses by default: a few shoppers share each, as behind home
+/// routers, and the connections they need stay well within the open-file limits of
+/// both ends.
 pub const SHOPPER_ADDRESSES: u32 = 4096;
 
-pub fn shopper_ip(user: usize) -> Ipv4Addr {
-    // 127.1.0.0 - 127.1.15.255
-    let n = user as u32 % SHOPPER_ADDRESSES;
+/// Shopper `user`'s address among `addresses` (at most 65,536: 127.1.0.0 and up).
+pub fn shopper_ip(user: usize, addresses: u32) -> Ipv4Addr {
+    let n = user as u32 % addresses.clamp(1, 65_536);
     Ipv4Addr::new(127, 1, (n >> 8) as u8, n as u8)
 }
 
@@ -171,7 +173,7 @@ pub fn build(s: &Scenario, seed: u64) -> Vec<Arrival> {
             Persona::Shopper => {
                 let u = next_shopper % users;
                 next_shopper += 1;
-                (u, shopper_ip(u))
+                (u, shopper_ip(u, s.population.addresses))
             }
             Persona::Hammer => (hammer_user(users), Ipv4Addr::new(127, 0, 0, 2)),
             Persona::IpRotator => (

@@ -273,7 +273,7 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
         let accounts = tokens
             .iter()
             .enumerate()
-            .map(|(i, t)| (t.clone(), plan::account_ip(users, i)))
+            .map(|(i, t)| (t.clone(), plan::account_ip(s, i)))
             .collect();
         let (mut t, seen) = engine::earn_tickets(&targets, &campaign, accounts, threads);
         t[plan::skipper_user(users)] = None;

@@ -70,6 +70,10 @@ pub struct Arrivals {
     pub ramp_s: f64,
 }
 
+fn default_addresses() -> u32 {
+    crate::plan::SHOPPER_ADDRESSES
+}
+
 fn default_connections() -> usize {
     4096
 }
@@ -82,6 +86,10 @@ fn one() -> f64 {
 #[serde(deny_unknown_fields)]
 pub struct Population {
     pub users: usize,
+    /// Source addresses the shoppers come from (127.1.0.0 and up); shoppers share them
+    /// in turn.
+    #[serde(default = "default_addresses")]
+    pub addresses: u32,
     #[serde(default)]
     pub pay_fraction: f64,
     #[serde(default)]
@@ -146,6 +154,8 @@ pub struct Overrides {
     #[arg(long)]
     pub users: Option<usize>,
     #[arg(long)]
+    pub addresses: Option<u32>,
+    #[arg(long)]
     pub pay_fraction: Option<f64>,
     #[arg(long)]
     pub retry_fraction: Option<f64>,
@@ -196,6 +206,7 @@ impl Scenario {
             self.arrivals.rate => o.rate,
             self.arrivals.ramp_s => o.ramp_s,
             self.population.users => o.users,
+            self.population.addresses => o.addresses,
             self.population.pay_fraction => o.pay_fraction,
             self.population.retry_fraction => o.retry_fraction,
             self.personas.shopper => o.shopper,
@@ -272,6 +283,9 @@ impl Scenario {
         }
         if self.population.users == 0 {
             bail!("population.users: must be at least 1");
+        }
+        if !(1..=65_536).contains(&self.population.addresses) {
+            bail!("population.addresses: must be between 1 and 65536");
         }
         for (field, v) in [
             ("population.pay_fraction", self.population.pay_fraction),

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The purchase path against the Redis ceiling: redis-benchmark running the purchase
+# script itself (EVALSHA, pipelined 16 deep, unique users) beside the data plane's
+# purchase path (every request a new user, stock ample, so every request runs the
+# script), alternating, several rounds. Reports scripts per second and Redis CPU per
+# script (redis-server's own CPU time over the scripts it ran while the load ran).
+#
+#   bench/redis-ceiling.sh [ROUNDS] [SECONDS] [SHARDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3} secs=${2:-5} shards=${3:-1}
+command -v redis-benchmark >/dev/null || { echo "redis-benchmark is missing: apt-get install redis-tools" >&2; exit 1; }
+cargo build --release -q -p seckill-dataplane -p seckill-simulator
+. bench/lib.sh
+start_redis
+redis_pid=${pids[-1]}
+dport=$(port)
+: > "$work/empty.toml"
+target/release/seckill-dataplane serve --config "$work/empty.toml" --listen "127.0.0.1:$dport" \
+    --admin-listen "" --no-worker --redis "$redis" --shards "$shards" --secret-file "$work/secret" \
+    2>"$work/dataplane.log" &
+pids+=($!)
+wait_http "http://127.0.0.1:$dport"
+target/release/seckill-dataplane limits --redis "$redis" set ip_rate=0 user_rate=0 \
+    auto_block_refusals=0 admission_rate=0 >/dev/null
+# Stock enough for every purchase of the run, in one partition per campaign.
+campaign() {
+  cat > "$work/$1.toml" <<TOML
+id = "$1"
+name = "$1"
+total = 50000000
+partitions = 1
+per_user_limit = 1
+hold_ttl_s = 3600
+price_cents = 1
+TOML
+  local c=(target/release/seckill-dataplane campaign --redis "$redis")
+  "${c[@]}" create --file "$work/$1.toml" >/dev/null
+  "${c[@]}" arm "$1" >/dev/null
+  "${c[@]}" start "$1" >/dev/null
+}
+campaign rb
+campaign dp
+sleep 0.5
+sha=$(redis-cli -p "$rport" SCRIPT LOAD "$(cat dataplane/src/scripts/purchase.lua)")
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$redis_pid/stat"; }
+evalsha_calls() { redis-cli -p "$rport" INFO commandstats | tr -d '\r' | awk -F'[=,]' '/^cmdstat_evalsha:/ {print $2}'; }
+hz=$(getconf CLK_TCK)
+# measure CMD...: runs CMD while sampling Redis's CPU time and its EVALSHA count every
+# 100 ms; prints "scripts/s cpu_µs_per_script" over the samples where scripts ran (so
+# set-up and checks around the load do not count).
+measure() {
+  local samples="$work/samples"
+  ( while :; do echo "$(date +%s.%N) $(cpu_ticks) $(evalsha_calls)"; sleep 0.1; done ) > "$samples" &
+  local sampler=$!
+  "$@" >/dev/null 2>&1 || true
+  sleep 0.3
+  kill $sampler 2>/dev/null; wait $sampler 2>/dev/null || true
+  python3 - "$samples" "$hz" <<'PY'
+import sys
+rows = [tuple(map(float, l.split())) for l in open(sys.argv[1]) if len(l.split()) == 3]
+hz = float(sys.argv[2])
+busy = [i for i in range(1, len(rows)) if rows[i][2] - rows[i - 1][2] > 100]
+if not busy:
+    print("0 0")
+else:
+    a, b = rows[busy[0] - 1], rows[busy[-1]]
+    calls = b[2] - a[2]
+    print(round(calls / (b[0] - a[0])), (b[1] - a[1]) / hz * 1e6 / calls)
+PY
+}
+rb_run() {
+  measure redis-benchmark -p "$rport" -P 16 -c 16 -n $((secs * 60000)) -r 100000000 -q \
+      EVALSHA "$sha" 5 "sk:{rb.0}:part" "sk:{rb.0}:buyers" "sk:{rb.0}:holds" "sk:{rb.0}:events" \
+      "sk:{rb.0}:idem:u__rand_int__:k" "u__rand_int__" 1 rb 0 "sk:{rb.0}:order:" 86400 "" ""
+}
+cat > "$work/flat-out.toml" <<TOML
+target = "http://127.0.0.1:$dport"
+redis = "$redis"
+secret_file = "$work/secret"
+duration_s = $secs
+threads = 1
+connections = 64
+[campaign]
+id = "dp"
+[arrivals]
+profile = "constant"
+rate = 250000
+[population]
+users = 400000
+addresses = 1
+[personas]
+shopper = 1
+TOML
+dp_run() {
+  measure target/release/seckill-sim run --scenario "$work/flat-out.toml"
+}
+declare -A rate cpu
+for _ in $(seq "$rounds"); do
+  read -r r c <<<"$(rb_run)"; rate[rb]+="$r " cpu[rb]+="$c "
+  read -r r c <<<"$(dp_run)"; rate[dp]+="$r " cpu[dp]+="$c "
+done
+printf 'purchase script: redis-benchmark -P 16 vs the data plane (%s shard(s), fed by seckill-sim, 64 connections); %s rounds of %s s, medians\n' "$shards" "$rounds" "$secs"
+printf '  %-34s %12s %16s\n' "" "purchases/s" "Redis CPU µs each"
+mr=$(echo "${rate[rb]}" | median) mc=$(echo "${cpu[rb]}" | median)
+printf '  %-34s %12s %16.2f   runs: %s\n' "redis-benchmark EVALSHA, pipelined" "$mr" "$mc" "${rate[rb]}"
+dr=$(echo "${rate[dp]}" | median) dc=$(echo "${cpu[dp]}" | median)
+printf '  %-34s %12s %16.2f   runs: %s\n' "data plane purchase path" "$dr" "$dc" "${rate[dp]}"
+printf '  %-34s %12.2f %16.2f\n' "data plane / redis-benchmark" "$(echo "$dr / $mr" | bc -l)" "$(echo "$dc / $mc" | bc -l)"
+printf '  (rates and CPU over the samples, every 100 ms, in which scripts ran)\n'

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `just bench`: every benchmark side by side in one run, and bench/results.md with the
+# machine, the date, the commands and what they printed.
+#
+#   bench/run.sh [ROUNDS] [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3} secs=${2:-5}
+for tool in wrk nginx redis-benchmark bc; do
+  command -v "$tool" >/dev/null || { echo "$tool is missing: apt-get install wrk nginx-light redis-tools bc" >&2; exit 1; }
+done
+cargo build --release -q
+out=bench/results.md
+run() {
+  echo "== $*" >&2
+  local text
+  text=$("$@" 2>&1 | grep -v '^\s*$' || true)
+  printf '%s\n' "$text" >&2
+  printf '### `%s`\n\n```\n%s\n```\n\n' "$*" "$text" >> "$out.new"
+}
+{
+  echo "# Benchmark results"
+  echo
+  echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), \`just bench $rounds $secs\`."
+  echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(free -g | awk '/Mem:/ {print $2}') GiB, kernel $(uname -r)."
+  echo "The load generators share the cores with what they measure, so only ratios within one run mean much."
+  echo
+} > "$out.new"
+run bench/http-ceiling.sh 1 "$rounds" "$secs"
+run bench/http-ceiling.sh 2 "$rounds" "$secs"
+run bench/redis-ceiling.sh "$rounds" "$secs" 1
+run bench/sim-vs-wrk.sh "$rounds" "$secs" 64
+run bench/metrics-cost.sh "$rounds" "$secs"
+run bench/launch.sh 1 4000
+echo "The launch plot: [launch.svg](launch.svg)." >> "$out.new"
+mv "$out.new" "$out"
+echo "written: $out" >&2

@@ -40,7 +40,8 @@ TOML
   "${c[@]}" start "$1" >/dev/null
 }
 campaign rb
-campaign dp
+# One campaign per round for the data plane: its shoppers are new in every round.
+for r in $(seq "$rounds"); do campaign "dp$r"; done
 sleep 0.5
 sha=$(redis-cli -p "$rport" SCRIPT LOAD "$(cat dataplane/src/scripts/purchase.lua)")
 
@@ -83,7 +84,7 @@ duration_s = $secs
 threads = 1
 connections = 64
 [campaign]
-id = "dp"
+id = "dp1"
 [arrivals]
 profile = "constant"
 rate = 250000
@@ -94,12 +95,12 @@ addresses = 1
 shopper = 1
 TOML
 dp_run() {
-  measure target/release/seckill-sim run --scenario "$work/flat-out.toml"
+  measure target/release/seckill-sim run --scenario "$work/flat-out.toml" --campaign "dp$1"
 }
 declare -A rate cpu
-for _ in $(seq "$rounds"); do
+for round in $(seq "$rounds"); do
   read -r r c <<<"$(rb_run)"; rate[rb]+="$r " cpu[rb]+="$c "
-  read -r r c <<<"$(dp_run)"; rate[dp]+="$r " cpu[dp]+="$c "
+  read -r r c <<<"$(dp_run "$round")"; rate[dp]+="$r " cpu[dp]+="$c "
 done
 printf 'purchase script: redis-benchmark -P 16 vs the data plane (%s shard(s), fed by seckill-sim, 64 connections); %s rounds of %s s, medians\n' "$shards" "$rounds" "$secs"
 printf '  %-34s %12s %16s\n' "" "purchases/s" "Redis CPU µs each"

@@ -21,7 +21,9 @@ run() {
 {
   echo "# Benchmark results"
   echo
-  echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), \`just bench $rounds $secs\`."
+  commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
+  git diff --quiet HEAD 2>/dev/null || commit="$commit with uncommitted changes"
+  echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, \`just bench $rounds $secs\`."
   echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(free -g | awk '/Mem:/ {print $2}') GiB, kernel $(uname -r)."
   echo "The load generators share the cores with what they measure, so only ratios within one run mean much."
   echo

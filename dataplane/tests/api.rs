@@ -223,6 +223,34 @@ fn a_slow_client_is_cut_off_at_the_header_timeout() {
 }
 
 #[test]
+fn a_body_that_stops_coming_gets_408() {
+    let redis = Redis::start();
+    let node = Node::start_with(&redis, 1, "[http]\nheader_timeout_ms = 500\n");
+    open_sale(&redis, &node, spec("slow", 5, 1, 1));
+    let token = node.client().token("slowpoke");
+    let mut s = TcpStream::connect(("127.0.0.1", node.port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let head = format!(
+        "POST /api/campaigns/slow/purchase HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: 40\r\n\r\n{{\"qua"
+    );
+    s.write_all(head.as_bytes()).expect("write");
+    let started = std::time::Instant::now();
+    let mut reply = String::new();
+    let _ = s.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(reply.contains("\"error\":\"timeout\""), "{reply}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let l = common::ledger_holds(&redis, "slow");
+    assert_eq!(l.held, 0, "{l}");
+}
+
+#[test]
 fn sigterm_drains_and_exits_cleanly() {
     let redis = Redis::start();
     let mut node = Node::start(&redis, 2);

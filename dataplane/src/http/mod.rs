@@ -241,12 +241,19 @@ async fn read_json<T: DeserializeOwned>(
     req: Request<Incoming>,
 ) -> Result<T, ApiError> {
     let limit = shard.settings.http.max_body_bytes;
-    let deadline =
-        glommio::timer::Timer::new(Duration::from_millis(shard.settings.http.header_timeout_ms));
-    let collect = Limited::new(req.into_body(), limit).collect();
-    let body = match select(pin!(collect), pin!(deadline)).await {
-        Either::Left((r, _)) => r,
-        Either::Right(_) => return Err(ApiError::Timeout),
+    let mut collect = pin!(Limited::new(req.into_body(), limit).collect());
+    // Most bodies came with the head: the clock is only wound for one still on its way.
+    let body = match futures::poll!(collect.as_mut()) {
+        std::task::Poll::Ready(r) => r,
+        std::task::Poll::Pending => {
+            let deadline = glommio::timer::Timer::new(Duration::from_millis(
+                shard.settings.http.header_timeout_ms,
+            ));
+            match select(collect, pin!(deadline)).await {
+                Either::Left((r, _)) => r,
+                Either::Right(_) => return Err(ApiError::Timeout),
+            }
+        }
     };
     let body = body
         .map_err(|e| {

@@ -4,6 +4,7 @@
 # alternating, several rounds; prints the medians and the ratios.
 #
 #   bench/http-ceiling.sh [SHARDS] [ROUNDS] [SECONDS]
+#   SERVE_ARGS="--no-pin" bench/http-ceiling.sh 2    # extra flags for the data plane
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shards=${1:-1} rounds=${2:-3} secs=${3:-5}
@@ -16,7 +17,7 @@ start_redis
 start_nginx "$shards"
 dport=$(port)
 target/release/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" --redis "$redis" \
-    --shards "$shards" --demo-issuer --secret-file "$work/secret" 2>"$work/dataplane.log" &
+    --shards "$shards" --demo-issuer --secret-file "$work/secret" ${SERVE_ARGS:-} 2>"$work/dataplane.log" &
 pids+=($!)
 wait_http "http://127.0.0.1:$dport"
 sold_out_campaign

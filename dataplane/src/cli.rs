@@ -103,6 +103,9 @@ struct ServeArgs {
     /// Number of shards (default: one per core).
     #[arg(long, env = "SECKILL_SHARDS")]
     shards: Option<usize>,
+    /// Let the kernel place the shards instead of pinning each to a core.
+    #[arg(long, env = "SECKILL_NO_PIN")]
+    no_pin: bool,
     /// Enable POST /api/session, which signs a token for any user id.
     #[arg(long, env = "SECKILL_DEMO_ISSUER")]
     demo_issuer: bool,
@@ -244,6 +247,9 @@ fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(v) = a.shards {
         config.shards = Some(v);
+    }
+    if a.no_pin {
+        config.pin_shards = false;
     }
     if a.demo_issuer {
         config.demo_issuer = true;

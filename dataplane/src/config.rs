@@ -17,8 +17,12 @@ pub struct Config {
     pub listen: String,
     /// Redis URL: `redis://[user:password@]host:port[/db]`.
     pub redis: String,
-    /// Number of shards (pinned executors); absent means one per core.
+    /// Number of shards (executors); absent means one per core.
     pub shards: Option<usize>,
+    /// Pin each shard to a core of its own. Right when the node has its cores to itself;
+    /// when a load generator or Redis shares them, unpinned shards let the kernel
+    /// balance.
+    pub pin_shards: bool,
     /// Serve `POST /api/session`, which signs a token for any user id (demos, tests).
     pub demo_issuer: bool,
     /// File holding the HMAC secret shared by every node (at least 16 bytes).
@@ -152,6 +156,7 @@ impl Default for Config {
             listen: "127.0.0.1:8080".into(),
             redis: "redis://127.0.0.1:6390".into(),
             shards: None,
+            pin_shards: true,
             demo_issuer: false,
             secret_file: "data/secret".into(),
             token_ttl_s: 3600,
@@ -277,6 +282,7 @@ pub struct Settings {
     pub redis_url: String,
     pub redis: RedisTarget,
     pub shards: usize,
+    pub pin_shards: bool,
     pub demo_issuer: bool,
     pub secret: Secret,
     pub token_ttl: Duration,
@@ -524,6 +530,7 @@ impl Config {
             redis_url: self.redis.clone(),
             redis,
             shards,
+            pin_shards: self.pin_shards,
             demo_issuer: self.demo_issuer,
             secret,
             token_ttl: Duration::from_secs(self.token_ttl_s),

@@ -51,7 +51,12 @@ pub fn run_until(
     let shards = settings.shards;
     tracing::info!(listen = %settings.listen, shards, redis = %settings.redis_url, "starting");
     let next_index = Arc::new(AtomicUsize::new(0));
-    let handles = LocalExecutorPoolBuilder::new(PoolPlacement::MaxSpread(shards, None))
+    let placement = if settings.pin_shards {
+        PoolPlacement::MaxSpread(shards, None)
+    } else {
+        PoolPlacement::Unbound(shards)
+    };
+    let handles = LocalExecutorPoolBuilder::new(placement)
         .name("seckill-shard")
         .on_all_shards(move || {
             let index = next_index.fetch_add(1, Ordering::SeqCst);

@@ -141,8 +141,12 @@ impl Shard {
 
     /// Counts an answer for the telemetry and the metrics.
     pub fn answered(&self, route: &'static str, outcome: &'static str, took: std::time::Duration) {
-        self.stats.borrow_mut().record(route, outcome, took);
-        self.metrics.request(route, outcome, took);
+        let (r, o) = (
+            crate::metrics::route_index(route),
+            crate::metrics::outcome_index(outcome),
+        );
+        self.stats.borrow_mut().record(r, o, took);
+        self.metrics.request(r, o, took);
     }
 
     /// Reads one campaign without cloning it.

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use crate::metrics::{OUTCOMES, ROUTES};
 use crate::shard::Shard;
 
 /// Members `node:{id}` and `worker:{name}`, scored by when they last reported (ms).
@@ -74,8 +75,8 @@ pub struct WorkerRecord {
 /// A shard's counters for the current window.
 pub struct Window {
     started: Instant,
-    outcomes: HashMap<&'static str, u64>,
-    routes: HashMap<&'static str, Histogram<u64>>,
+    outcomes: [u64; OUTCOMES.len()],
+    routes: [Option<Histogram<u64>>; ROUTES.len()],
 }
 
 fn histogram() -> Histogram<u64> {
@@ -90,22 +91,22 @@ impl Default for Window {
     fn default() -> Self {
         Window {
             started: Instant::now(),
-            outcomes: HashMap::new(),
-            routes: HashMap::new(),
+            outcomes: [0; OUTCOMES.len()],
+            routes: std::array::from_fn(|_| None),
         }
     }
 }
 
 impl Window {
-    /// Counts one answer.
-    pub fn record(&mut self, route: &'static str, outcome: &'static str, took: Duration) {
-        *self.outcomes.entry(outcome).or_default() += 1;
+    /// Counts one answer: route and outcome by their `ROUTES` and `OUTCOMES` positions.
+    pub fn record(&mut self, route: usize, outcome: usize, took: Duration) {
+        if let Some(n) = self.outcomes.get_mut(outcome) {
+            *n += 1;
+        }
         let us = (took.as_micros() as u64).clamp(1, 60_000_000);
-        self.routes
-            .entry(route)
-            .or_insert_with(histogram)
-            .record(us)
-            .ok();
+        if let Some(h) = self.routes.get_mut(route) {
+            h.get_or_insert_with(histogram).record(us).ok();
+        }
     }
 
     /// The window as a record, and a fresh window in its place.
@@ -117,14 +118,16 @@ impl Window {
         BTreeMap<String, RouteStats>,
     ) {
         let w = std::mem::take(self);
-        let outcomes = w
-            .outcomes
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
+        let outcomes = OUTCOMES
+            .iter()
+            .zip(w.outcomes)
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| (k.to_string(), n))
             .collect();
-        let routes = w
-            .routes
-            .into_iter()
+        let routes = ROUTES
+            .iter()
+            .zip(w.routes)
+            .filter_map(|(k, h)| h.map(|h| (k, h)))
             .map(|(k, h)| {
                 let s = RouteStats {
                     count: h.len(),

@@ -151,6 +151,10 @@ bench-sim ROUNDS="3" SECONDS="5" CONNECTIONS="64":
 bench-metrics ROUNDS="3" SECONDS="5":
     bench/metrics-cost.sh {{ROUNDS}} {{SECONDS}}
 
+# What grows with the crowd: 10k vs 1M shoppers, 1 vs 64 partitions; rate, latency, memory.
+bench-scaling SECONDS="10" RATE="12000":
+    bench/scaling.sh {{SECONDS}} {{RATE}}
+
 # Order pipeline: worker throughput into SQLite and pay-to-delivered latency in a surge.
 bench-orders ORDERS="20000":
     bench/orders.sh {{ORDERS}}

@@ -34,6 +34,7 @@ run bench/redis-ceiling.sh "$rounds" "$secs" 1
 run bench/sim-vs-wrk.sh "$rounds" "$secs" 64
 run bench/metrics-cost.sh "$rounds" "$secs"
 run bench/launch.sh 1 4000
+run bench/scaling.sh 10 12000
 echo "The launch plot: [launch.svg](launch.svg)." >> "$out.new"
 mv "$out.new" "$out"
 echo "written: $out" >&2

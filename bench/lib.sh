@@ -42,23 +42,34 @@ wait_http() { for _ in $(seq 100); do curl -sf "$1/api/time" >/dev/null 2>&1 && 
 # token URL USER: a shopper's token from the demo issuer.
 token() { curl -s -XPOST "$1/api/session" -d "{\"user_id\":\"$2\"}" | python3 -c 'import sys,json; print(json.load(sys.stdin)["token"])'; }
 
-# sold_out_campaign: creates, arms and opens campaign "bench" (one unit) and lifts the
-# limits, in $redis.
-sold_out_campaign() {
-  cat > "$work/c.toml" <<TOML
-id = "bench"
-name = "bench"
-total = 1
-partitions = 1
+# open_campaign ID TOTAL PARTITIONS: creates, arms and starts a campaign in $redis
+# (one unit per buyer, an hour to pay).
+open_campaign() {
+  cat > "$work/$1.toml" <<TOML
+id = "$1"
+name = "$1"
+total = $2
+partitions = $3
 per_user_limit = 1
-hold_ttl_s = 300
+hold_ttl_s = 3600
 price_cents = 1
 TOML
   local c=(target/release/seckill-dataplane campaign --redis "$redis")
-  "${c[@]}" create --file "$work/c.toml" >/dev/null
-  "${c[@]}" arm bench >/dev/null
-  "${c[@]}" start bench >/dev/null
-  target/release/seckill-dataplane limits --redis "$redis" set ip_rate=0 user_rate=0 auto_block_refusals=0 >/dev/null
+  "${c[@]}" create --file "$work/$1.toml" >/dev/null
+  "${c[@]}" arm "$1" >/dev/null
+  "${c[@]}" start "$1" >/dev/null
+}
+
+# no_limits: every rate limit, the automatic blocking and admission off, in $redis.
+no_limits() {
+  target/release/seckill-dataplane limits --redis "$redis" set ip_rate=0 user_rate=0 \
+      auto_block_refusals=0 admission_rate=0 >/dev/null
+}
+
+# sold_out_campaign: campaign "bench" with one unit, open, and the limits lifted.
+sold_out_campaign() {
+  open_campaign bench 1 1
+  no_limits
   sleep 0.5
 }
 

@@ -21,27 +21,11 @@ target/release/seckill-dataplane serve --config "$work/empty.toml" --listen "127
     2>"$work/dataplane.log" &
 pids+=($!)
 wait_http "http://127.0.0.1:$dport"
-target/release/seckill-dataplane limits --redis "$redis" set ip_rate=0 user_rate=0 \
-    auto_block_refusals=0 admission_rate=0 >/dev/null
+no_limits
 # Stock enough for every purchase of the run, in one partition per campaign.
-campaign() {
-  cat > "$work/$1.toml" <<TOML
-id = "$1"
-name = "$1"
-total = 50000000
-partitions = 1
-per_user_limit = 1
-hold_ttl_s = 3600
-price_cents = 1
-TOML
-  local c=(target/release/seckill-dataplane campaign --redis "$redis")
-  "${c[@]}" create --file "$work/$1.toml" >/dev/null
-  "${c[@]}" arm "$1" >/dev/null
-  "${c[@]}" start "$1" >/dev/null
-}
-campaign rb
+open_campaign rb 50000000 1
 # One campaign per round for the data plane: its shoppers are new in every round.
-for r in $(seq "$rounds"); do campaign "dp$r"; done
+for r in $(seq "$rounds"); do open_campaign "dp$r" 50000000 1; done
 sleep 0.5
 sha=$(redis-cli -p "$rport" SCRIPT LOAD "$(cat dataplane/src/scripts/purchase.lua)")
 

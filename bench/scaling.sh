@@ -18,8 +18,7 @@ target/release/seckill-dataplane serve --config "$work/empty.toml" --listen "127
 node=$!
 pids+=($node)
 wait_http "http://127.0.0.1:$dport"
-target/release/seckill-dataplane limits --redis "$redis" set ip_rate=0 user_rate=0 \
-    auto_block_refusals=0 admission_rate=0 >/dev/null
+no_limits
 rss() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$node/status"; }
 redis_mb() { redis-cli -p "$rport" INFO memory | tr -d '\r' | awk -F: '/^used_memory:/ {printf "%.0f", $2 / 1048576}'; }
 printf 'one node, 1 shard; %s s at %s purchases/s planned; stock ample (every purchase runs the script)\n' "$secs" "$rate"
@@ -29,19 +28,7 @@ n=0
 for spec in "10000 8 4096" "1000000 8 65536" "10000 1 4096" "10000 64 4096"; do
   read -r users parts addrs <<<"$spec"
   n=$((n + 1))
-  cat > "$work/c$n.toml" <<TOML
-id = "scale$n"
-name = "scale $n"
-total = 50000000
-partitions = $parts
-per_user_limit = 1
-hold_ttl_s = 3600
-price_cents = 1
-TOML
-  c=(target/release/seckill-dataplane campaign --redis "$redis")
-  "${c[@]}" create --file "$work/c$n.toml" >/dev/null
-  "${c[@]}" arm "scale$n" >/dev/null
-  "${c[@]}" start "scale$n" >/dev/null
+  open_campaign "scale$n" 50000000 "$parts"
   sleep 0.5
   cat > "$work/s$n.toml" <<TOML
 target = "http://127.0.0.1:$dport"

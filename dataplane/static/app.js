@@ -10,6 +10,7 @@
   let sending = false; // a purchase is on its way: no second one
   let owned = false; // a unit is held or bought
   let waitUntil = 0; // after a refusal with Retry-After
+  let attempt = null; // this purchase's Idempotency-Key, kept until a definite answer
 
   async function api(method, path, body, headers = {}) {
     const h = { ...headers };
@@ -68,6 +69,8 @@
     $("state").className = "state " + state;
     if (!owned && (state === "sold_out" || state === "ended")) {
       say(state === "sold_out" ? REFUSALS.sold_out : REFUSALS.ended, "error");
+    } else if (!owned && state === "live" && $("message").textContent === REFUSALS.sold_out) {
+      say(""); // units came back (holds expired): buying is possible again
     }
     $("remaining").textContent = Math.max(0, campaign.remaining);
     $("total").textContent = campaign.total;
@@ -173,7 +176,9 @@
     blocked: "Access denied.",
     unauthenticated: "Please sign in again.",
   };
-  const FINAL = new Set(["sold_out", "limit_reached", "ended", "tickets_exhausted", "blocked"]);
+  // Answers after which this shopper cannot buy here again (sold out is not one: units
+  // come back when holds expire).
+  const FINAL = new Set(["limit_reached", "ended", "tickets_exhausted", "blocked"]);
 
   function refused(r) {
     const code = r.data.error;
@@ -190,6 +195,7 @@
       owned = true;
     }
     if (r.retryAfter) waitUntil = now() + r.retryAfter * 1000;
+    if (code === "sold_out") waitUntil = now() + 2000;
   }
 
   async function buy() {
@@ -204,8 +210,12 @@
         body.ticket = t.ticket;
       }
       say("Buying…");
-      const key = crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2);
-      const r = await api("POST", `/api/campaigns/${id}/purchase`, body, { "Idempotency-Key": key });
+      // A purchase whose answer was lost is sent again with the same key: the server
+      // then answers with the unit it took, not a second one or "limit reached".
+      attempt = attempt || (crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2));
+      const r = await api("POST", `/api/campaigns/${id}/purchase`, body, { "Idempotency-Key": attempt });
+      if (r.status >= 500 || r.status === 408) return refused(r);
+      attempt = null;
       if (r.status !== 200) return refused(r);
       owned = true;
       $("order").hidden = false;
@@ -226,7 +236,14 @@
   async function pay() {
     const order = $("pay").dataset.order;
     $("pay").disabled = true;
-    const r = await api("POST", `/api/orders/${order}/pay`);
+    let r;
+    try {
+      r = await api("POST", `/api/orders/${order}/pay`);
+    } catch (_) {
+      $("pay").disabled = false;
+      say("The network failed. Press Pay again (you will not pay twice).", "error");
+      return;
+    }
     if (r.status !== 200) {
       $("pay").disabled = r.data.error === "expired";
       say(r.data.error === "expired" ? "The hold expired before payment." : r.data.message, "error");
@@ -237,7 +254,7 @@
     $("pay-by").hidden = true;
     say("Paid. Your copy is on its way…", "ok");
     for (let i = 0; i < 120; i++) {
-      const o = await api("GET", `/api/orders/${order}`);
+      const o = await api("GET", `/api/orders/${order}`).catch(() => ({ status: 0, data: {} }));
       if (o.status === 200 && o.data.status === "delivered") {
         $("order-status").textContent = "delivered";
         $("delivered").hidden = false;

@@ -314,10 +314,13 @@ pub fn read_fleet(con: &mut redis::Connection) -> redis::RedisResult<Fleet> {
     for m in members {
         if let Some(node) = m.strip_prefix("node:") {
             let fields: HashMap<String, String> = con.hgetall(node_key(node))?;
+            // A shard that stopped writing (a node restarted with fewer shards, or one
+            // shard lost Redis) leaves its last record behind: only fresh ones count.
             let records: Vec<ShardRecord> = fields
                 .iter()
                 .filter(|(k, _)| k.starts_with("shard:"))
-                .filter_map(|(_, v)| serde_json::from_str(v).ok())
+                .filter_map(|(_, v)| serde_json::from_str::<ShardRecord>(v).ok())
+                .filter(|r| r.at_ms >= since)
                 .collect();
             if !records.is_empty() {
                 fleet.nodes.push(NodeView::of(node, &records));

@@ -102,11 +102,13 @@ impl Conn {
     async fn call(&mut self, req: &Req<'_>) -> Result<(u16, std::ops::Range<usize>), Failure> {
         req.encode(&mut self.out);
         self.used = true;
+        // Empty until this request's reply starts arriving: a failure before that may be
+        // retried on a fresh connection.
+        self.buf.clear();
         self.stream
             .write_all(&self.out)
             .await
             .map_err(|_| Failure::Transport)?;
-        self.buf.clear();
         let (status, head, length) = loop {
             if self.read_some().await? == 0 {
                 return Err(Failure::Transport);

@@ -130,14 +130,23 @@ fn open_events(
     peer: IpAddr,
 ) -> hyper::Response<Body> {
     let start = Instant::now();
-    let (_, checked) = admit_ip(shard, req, peer, start);
+    let (ip, checked) = admit_ip(shard, req, peer, start);
     let opened = checked.and_then(|()| routes::events::open(shard.clone(), id));
     let outcome = opened.as_ref().map_or_else(|e| e.code(), |_| "ok");
     shard.answered("events", outcome, start.elapsed());
-    match opened {
+    let mut response = match opened {
         Ok(r) => r.map(http_body_util::Either::Right),
-        Err(e) => e.reply().map(http_body_util::Either::Left),
+        Err(e) => {
+            if matches!(e.status().as_u16(), 401 | 403 | 429) {
+                shard.refused(guard::blacklist::ip_key(ip));
+            }
+            e.reply().map(http_body_util::Either::Left)
+        }
+    };
+    if let Ok(v) = hyper::header::HeaderValue::try_from(request_id(shard, req)) {
+        response.headers_mut().insert("x-request-id", v);
     }
+    response
 }
 
 /// A client's own `X-Request-Id` when it is short and plain, else one of the shard's.

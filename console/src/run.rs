@@ -52,6 +52,8 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
         match event {
             Event::Key(key) => {
                 if let Some(cmd) = app.on_key(key) {
+                    // Show the key's effect (and any "working…" line) before the wait.
+                    terminal.draw(|f| crate::ui::draw(&app, f))?;
                     let done = match con.as_mut() {
                         Some(c) => command::execute(c, &cmd, &opts.stores),
                         None => data::connect(&opts.redis)

@@ -63,12 +63,6 @@ pub const BUCKETS: [f64; 15] = [
     10.0,
 ];
 
-fn index_of(list: &[&str], name: &str) -> usize {
-    list.iter()
-        .position(|n| *n == name)
-        .unwrap_or(list.len() - 1)
-}
-
 /// `ROUTES` position of a route name (a jump on the name, not a search).
 pub fn route_index(name: &str) -> usize {
     match name {
@@ -372,7 +366,7 @@ pub fn render(m: &Metrics, campaigns: &[CampaignGauges]) -> String {
         ),
     ] {
         header(&mut out, name, "counter", help);
-        let _ = writeln!(out, "{name} {}", by_outcome[index_of(&OUTCOMES, outcome)]);
+        let _ = writeln!(out, "{name} {}", by_outcome[outcome_index(outcome)]);
     }
 
     header(

@@ -230,8 +230,9 @@ pub struct NodeView {
     pub at_ms: i64,
     /// Answers per second, by outcome, summed over its shards.
     pub outcomes_per_s: BTreeMap<String, f64>,
-    /// Per route: answers per second, the median of the shards' p50 … and the worst
-    /// shard's p99 (percentiles of different shards cannot be merged exactly).
+    /// Per route: answers counted in the shards' windows, the median of the shards' p50
+    /// and the worst shard's p99 (percentiles of different shards cannot be merged
+    /// exactly).
     pub routes: BTreeMap<String, RouteStats>,
     pub redis_p99_ms: f64,
     /// The worst shard's Redis state.

@@ -66,6 +66,9 @@ fn nodes_and_workers_report_each_second_and_vanish_when_stopped() {
     let w = &fleet.workers[0];
     assert_eq!((w.lag, w.pending), (0, 0));
 
+    let l = ledger_holds(&redis, "tele");
+    assert_eq!((l.held, l.sold), (4, 1), "{l}");
+
     // A stopped node's record expires.
     node.terminate();
     wait_until(

@@ -111,15 +111,27 @@ fn admit_ip(
 /// A response: JSON (or a page) in one piece, or a stream of events.
 type Body = http_body_util::Either<Full<Bytes>, routes::events::Events>;
 
+/// Answers one request inside a span that carries its id, so every log line of the
+/// request names it; the id goes back in `X-Request-Id`.
 async fn respond(shard: Rc<Shard>, req: Request<Incoming>, peer: IpAddr) -> hyper::Response<Body> {
-    if req.method() == hyper::Method::GET && req.uri().path().ends_with("/events") {
-        if let Ok(Route::Events(id)) = Route::of(req.method(), req.uri().path()) {
-            return open_events(&shard, &req, id, peer);
+    let id = request_id(&shard, &req);
+    let span = tracing::info_span!("request", id = %id);
+    let answered = async {
+        if req.method() == hyper::Method::GET && req.uri().path().ends_with("/events") {
+            if let Ok(Route::Events(campaign)) = Route::of(req.method(), req.uri().path()) {
+                return open_events(&shard, &req, campaign, peer);
+            }
         }
+        answer(&shard, req, peer)
+            .await
+            .map(http_body_util::Either::Left)
+    };
+    let mut response = answered.instrument(span).await;
+    // The id's own bytes become the header value, without a copy.
+    if let Ok(v) = hyper::header::HeaderValue::try_from(id) {
+        response.headers_mut().insert("x-request-id", v);
     }
-    route(&shard, req, peer)
-        .await
-        .map(http_body_util::Either::Left)
+    response
 }
 
 /// Opens an event stream, past the same IP guard as every request.
@@ -134,19 +146,18 @@ fn open_events(
     let opened = checked.and_then(|()| routes::events::open(shard.clone(), id));
     let outcome = opened.as_ref().map_or_else(|e| e.code(), |_| "ok");
     shard.answered("events", outcome, start.elapsed());
-    let mut response = match opened {
+    match opened {
         Ok(r) => r.map(http_body_util::Either::Right),
-        Err(e) => {
-            if matches!(e.status().as_u16(), 401 | 403 | 429) {
-                shard.refused(guard::blacklist::ip_key(ip));
-            }
-            e.reply().map(http_body_util::Either::Left)
-        }
-    };
-    if let Ok(v) = hyper::header::HeaderValue::try_from(request_id(shard, req)) {
-        response.headers_mut().insert("x-request-id", v);
+        Err(e) => refusal(shard, ip, e).map(http_body_util::Either::Left),
     }
-    response
+}
+
+/// A refusal's reply; 401, 403 and 429 count toward blocking the client.
+fn refusal(shard: &Shard, ip: IpAddr, e: ApiError) -> Reply {
+    if matches!(e.status().as_u16(), 401 | 403 | 429) {
+        shard.refused(guard::blacklist::ip_key(ip));
+    }
+    e.reply()
 }
 
 /// A client's own `X-Request-Id` when it is short and plain, else one of the shard's.
@@ -164,37 +175,20 @@ fn request_id(shard: &Shard, req: &Request<Incoming>) -> String {
     }
 }
 
-/// Answers one request inside a span that carries its id, so every log line of the
-/// request names it; the id goes back in `X-Request-Id`.
-async fn route(shard: &Shard, req: Request<Incoming>, peer: IpAddr) -> Reply {
-    let id = request_id(shard, &req);
-    let span = tracing::info_span!("request", id = %id);
-    let mut reply = answer(shard, req, peer).instrument(span).await;
-    // The id's own bytes become the header value, without a copy.
-    if let Ok(v) = hyper::header::HeaderValue::try_from(id) {
-        reply.headers_mut().insert("x-request-id", v);
-    }
-    reply
-}
-
+/// Answers a request past the IP guard, and counts the answer.
 async fn answer(shard: &Shard, req: Request<Incoming>, peer: IpAddr) -> Reply {
     let start = Instant::now();
     let (ip, checked) = admit_ip(shard, &req, peer, start);
     let (name, result) = match checked {
         Ok(()) => dispatch(shard, req).await,
-        Err(refusal) => ("other", Err(refusal)),
+        Err(refused) => ("other", Err(refused)),
     };
     let outcome = match &result {
         Ok(_) => "ok",
         Err(e) => e.code(),
     };
     shard.answered(name, outcome, start.elapsed());
-    result.unwrap_or_else(|e| {
-        if matches!(e.status().as_u16(), 401 | 403 | 429) {
-            shard.refused(guard::blacklist::ip_key(ip));
-        }
-        e.reply()
-    })
+    result.unwrap_or_else(|e| refusal(shard, ip, e))
 }
 
 /// Answers a request; the route's name comes along for telemetry (`other` for a path

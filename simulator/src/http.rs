@@ -73,9 +73,6 @@ pub struct Conn {
     ip: Ipv4Addr,
     out: Vec<u8>,
     buf: Vec<u8>,
-    /// Whether the connection has carried a request (so a close may be the server's idle
-    /// timeout rather than an answer to this one).
-    used: bool,
     /// Whether the server asked to close after the last reply.
     closing: bool,
 }
@@ -93,7 +90,6 @@ impl Conn {
             ip,
             out: Vec::with_capacity(512),
             buf: Vec::with_capacity(4096),
-            used: false,
             closing: false,
         })
     }
@@ -101,7 +97,6 @@ impl Conn {
     /// Sends `req` and reads the whole reply: its status and body.
     async fn call(&mut self, req: &Req<'_>) -> Result<(u16, std::ops::Range<usize>), Failure> {
         req.encode(&mut self.out);
-        self.used = true;
         // Empty until this request's reply starts arriving: a failure before that may be
         // retried on a fresh connection.
         self.buf.clear();

@@ -94,6 +94,10 @@ impl PartitionKeys {
         }
     }
 
+    /// The hash tag every key of the partition starts with: `sk:{<campaign>.<p>}`.
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
     /// Hash: stock, held, sold, transit, inflow, seq and the campaign's rules mirrored
     /// for the purchase script (state, window, per-user limit, hold time).
     pub fn part(&self) -> String {

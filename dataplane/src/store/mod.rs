@@ -10,11 +10,11 @@ mod transfer;
 pub(crate) use conn::connect;
 pub use conn::{RedisConn, Reply, StoreError};
 pub use orders::Payment;
-pub use purchase::{Purchase, PurchaseRequest};
+pub use purchase::{purchase_call, Purchase, PurchaseRequest};
 pub use tickets::{Challenge, Issue};
 pub use transfer::{rebalance, PartitionProbe};
 
-use redis::{Script, Value};
+use redis::{Cmd, Script, Value};
 
 use crate::scripts;
 
@@ -29,24 +29,38 @@ impl Store {
     /// Runs a script by hash, loading it first when Redis has forgotten it (`NOSCRIPT`,
     /// after a restart or `SCRIPT FLUSH`).
     pub async fn eval(&self, script: &Script, keys: &[&str], args: &[&str]) -> Reply {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(script.get_hash())
-            .arg(keys.len())
-            .arg(keys)
-            .arg(args);
-        match self.conn.query(&cmd).await {
+        self.run_script(&script_call(script, keys, args)).await
+    }
+
+    /// Sends an `EVALSHA` built by [`script_call`], loading the script on `NOSCRIPT`.
+    async fn run_script(&self, cmd: &Cmd) -> Reply {
+        match self.conn.query(cmd).await {
             Err(StoreError::Server(e)) if e.starts_with("NOSCRIPT") => {
-                let Some(src) = scripts::source_of(script.get_hash()) else {
+                let hash = cmd.args_iter().nth(1).and_then(|a| match a {
+                    redis::Arg::Simple(b) => std::str::from_utf8(b).ok(),
+                    _ => None,
+                });
+                let Some(src) = hash.and_then(scripts::source_of) else {
                     return Err(StoreError::Server(e));
                 };
                 self.conn
                     .query(redis::cmd("SCRIPT").arg("LOAD").arg(src))
                     .await?;
-                self.conn.query(&cmd).await
+                self.conn.query(cmd).await
             }
             other => other,
         }
     }
+}
+
+/// `EVALSHA <hash> <numkeys> <keys…> <args…>`.
+pub fn script_call(script: &Script, keys: &[&str], args: &[&str]) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash())
+        .arg(keys.len())
+        .arg(keys)
+        .arg(args);
+    cmd
 }
 
 /// Reads a reply the scripts build as an array of strings and integers.

@@ -58,6 +58,46 @@ enum Attempt {
     Dry,
 }
 
+/// The purchase script's call for one request on partition `p` (whose keys are `keys`):
+/// `EVALSHA` with its keys and arguments, each written once into the command's buffer.
+pub fn purchase_call(
+    keys: &PartitionKeys,
+    p: u32,
+    req: &PurchaseRequest<'_>,
+    idempotency_ttl_s: u64,
+) -> redis::Cmd {
+    use std::fmt::Write;
+    let tag = keys.tag();
+    let mut cmd = redis::Cmd::with_capacity(18, 320);
+    let mut scratch = String::with_capacity(96);
+    let mut arg = |cmd: &mut redis::Cmd, f: std::fmt::Arguments<'_>| {
+        scratch.clear();
+        scratch.write_fmt(f).ok();
+        cmd.arg(scratch.as_str());
+    };
+    cmd.arg("EVALSHA").arg(scripts::PURCHASE.get_hash());
+    cmd.arg(if req.idempotency_key.is_some() { 5 } else { 4 });
+    for suffix in ["part", "buyers", "holds", "events"] {
+        arg(&mut cmd, format_args!("{tag}:{suffix}"));
+    }
+    if let Some(k) = req.idempotency_key {
+        arg(&mut cmd, format_args!("{tag}:idem:{}:{k}", req.user));
+    }
+    cmd.arg(req.user).arg(req.quantity).arg(req.campaign).arg(p);
+    arg(&mut cmd, format_args!("{tag}:order:"));
+    cmd.arg(idempotency_ttl_s);
+    match req.ticket {
+        Some((id, ttl)) => {
+            arg(&mut cmd, format_args!("{tag}:ticket:{id}"));
+            cmd.arg(ttl);
+        }
+        None => {
+            cmd.arg("").arg("");
+        }
+    }
+    cmd
+}
+
 impl Store {
     /// The first answer to an earlier request with this `Idempotency-Key`, if there was
     /// one: (order id, payment deadline).
@@ -117,43 +157,8 @@ impl Store {
         p: u32,
         req: &PurchaseRequest<'_>,
     ) -> Result<Attempt, StoreError> {
-        let (part, buyers, holds, events) =
-            (keys.part(), keys.buyers(), keys.holds(), keys.events());
-        let idem = req.idempotency_key.map(|k| keys.idempotency(req.user, k));
-        let mut ks = vec![
-            part.as_str(),
-            buyers.as_str(),
-            holds.as_str(),
-            events.as_str(),
-        ];
-        if let Some(i) = &idem {
-            ks.push(i);
-        }
-        let (qty, pidx, ttl) = (
-            req.quantity.to_string(),
-            p.to_string(),
-            self.idempotency_ttl_s.to_string(),
-        );
-        let prefix = keys.order_prefix();
-        let (ticket, ticket_ttl) = match req.ticket {
-            Some((id, ttl)) => (keys.ticket(id), ttl.to_string()),
-            None => (String::new(), String::new()),
-        };
         let reply = self
-            .eval(
-                &scripts::PURCHASE,
-                &ks,
-                &[
-                    req.user,
-                    &qty,
-                    req.campaign,
-                    &pidx,
-                    &prefix,
-                    &ttl,
-                    &ticket,
-                    &ticket_ttl,
-                ],
-            )
+            .run_script(&purchase_call(keys, p, req, self.idempotency_ttl_s))
             .await?;
         let v = items(reply)?;
         let outcome = text(v.first()).unwrap_or_default();
@@ -178,5 +183,60 @@ impl Store {
                 )))
             }
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The same call, spelled out key by key as the script's header documents it.
+    fn spelled_out(keys: &PartitionKeys, p: u32, req: &PurchaseRequest<'_>, ttl: u64) -> Vec<u8> {
+        let mut ks = vec![keys.part(), keys.buyers(), keys.holds(), keys.events()];
+        ks.extend(req.idempotency_key.map(|k| keys.idempotency(req.user, k)));
+        let (ticket, ticket_ttl) = req
+            .ticket
+            .map_or((String::new(), String::new()), |(id, t)| {
+                (keys.ticket(id), t.to_string())
+            });
+        let ks: Vec<&str> = ks.iter().map(String::as_str).collect();
+        let (qty, pidx, ttl) = (req.quantity.to_string(), p.to_string(), ttl.to_string());
+        let prefix = keys.order_prefix();
+        let args = [
+            req.user,
+            qty.as_str(),
+            req.campaign,
+            pidx.as_str(),
+            prefix.as_str(),
+            ttl.as_str(),
+            ticket.as_str(),
+            ticket_ttl.as_str(),
+        ];
+        super::super::script_call(&scripts::PURCHASE, &ks, &args).get_packed_command()
+    }
+
+    #[test]
+    fn the_purchase_call_carries_every_key_and_argument() {
+        let keys = PartitionKeys::new("spring", 5);
+        for (idempotency_key, ticket) in [
+            (None, None),
+            (Some("k-1"), None),
+            (None, Some(("t9", 600))),
+            (Some("k-2"), Some(("t9", 600))),
+        ] {
+            let req = PurchaseRequest {
+                campaign: "spring",
+                partitions: 8,
+                user: "ann",
+                quantity: 2,
+                idempotency_key,
+                ticket,
+            };
+            assert_eq!(
+                purchase_call(&keys, 5, &req, 86_400).get_packed_command(),
+                spelled_out(&keys, 5, &req, 86_400),
+                "{req:?}"
+            );
+        }
     }
 }

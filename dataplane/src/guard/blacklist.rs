@@ -34,10 +34,12 @@ pub fn parse_entry(entry: &str) -> Result<String, String> {
     Err(format!("'{entry}': expected user:<id> or ip:<address>"))
 }
 
-/// A shard's copy: entry → expiry, as an instant on this machine's clock.
+/// A shard's copy: address or user → expiry, as an instant on this machine's clock.
+/// Kept by kind, so a lookup needs no key built per request.
 #[derive(Debug, Default)]
 pub struct Local {
-    entries: HashMap<String, i64>,
+    ips: HashMap<IpAddr, i64>,
+    users: HashMap<String, i64>,
     /// The wall clock at `loaded`, to turn expiries in ms into instants.
     loaded_ms: i64,
     loaded: Option<Instant>,
@@ -45,32 +47,46 @@ pub struct Local {
 
 impl Local {
     pub fn replace(&mut self, entries: HashMap<String, i64>, now_ms: i64, now: Instant) {
-        self.entries = entries;
+        self.ips.clear();
+        self.users.clear();
+        for (key, expires_ms) in entries {
+            self.insert(key, expires_ms);
+        }
         self.loaded_ms = now_ms;
         self.loaded = Some(now);
     }
 
-    /// Adds an entry at once (the automatic rule), before the reload confirms it.
+    /// Adds an entry (`user:<id>` or `ip:<address>`; anything else is ignored) at once,
+    /// as the automatic rule does before the reload confirms it.
     pub fn insert(&mut self, key: String, expires_ms: i64) {
-        self.entries.insert(key, expires_ms);
+        if let Some(ip) = key.strip_prefix("ip:").and_then(|a| a.parse().ok()) {
+            self.ips.insert(ip, expires_ms);
+        } else if let Some(user) = key.strip_prefix("user:") {
+            self.users.insert(user.to_string(), expires_ms);
+        }
     }
 
-    pub fn contains(&self, key: &str, now: Instant) -> bool {
-        let Some(expires) = self.entries.get(key) else {
-            return false;
-        };
+    pub fn contains_ip(&self, ip: IpAddr, now: Instant) -> bool {
+        self.ips.get(&ip).is_some_and(|e| self.live(*e, now))
+    }
+
+    pub fn contains_user(&self, user: &str, now: Instant) -> bool {
+        self.users.get(user).is_some_and(|e| self.live(*e, now))
+    }
+
+    fn live(&self, expires_ms: i64, now: Instant) -> bool {
         let elapsed = self
             .loaded
             .map_or(0, |t| now.saturating_duration_since(t).as_millis() as i64);
-        self.loaded_ms + elapsed < *expires
+        self.loaded_ms + elapsed < expires_ms
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.ips.len() + self.users.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
     }
 }
 

@@ -1,5 +1,6 @@
 //! Token buckets, and a bounded map of them keyed by client IP or user.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
@@ -73,7 +74,12 @@ impl<K: Hash + Eq + Clone> BucketMap<K> {
     }
 
     /// Takes a token for `key`. A `rate` of 0 or less means no limit.
-    pub fn take(&mut self, key: &K, now: Instant, rate: f64, burst: f64) -> Result<(), Duration> {
+    /// The key is borrowed (a `&str` for `String` keys) and copied only for a new bucket.
+    pub fn take<Q>(&mut self, key: &Q, now: Instant, rate: f64, burst: f64) -> Result<(), Duration>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         if rate <= 0.0 {
             return Ok(());
         }
@@ -88,7 +94,7 @@ impl<K: Hash + Eq + Clone> BucketMap<K> {
         }
         let mut b = Bucket::full(burst, now);
         let r = b.take(now, rate, burst);
-        self.buckets.insert(key.clone(), b);
+        self.buckets.insert(key.to_owned(), b);
         r
     }
 

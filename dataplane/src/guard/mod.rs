@@ -161,7 +161,7 @@ impl Guard {
     }
 
     pub fn check_ip(&mut self, ip: IpAddr, now: Instant) -> Result<(), Refusal> {
-        if self.blacklist.contains(&blacklist::ip_key(ip), now) {
+        if self.blacklist.contains_ip(ip, now) {
             return Err(Refusal::Blocked);
         }
         let l = self.limits;
@@ -171,12 +171,12 @@ impl Guard {
     }
 
     pub fn check_user(&mut self, user: &str, now: Instant) -> Result<(), Refusal> {
-        if self.blacklist.contains(&blacklist::user_key(user), now) {
+        if self.blacklist.contains_user(user, now) {
             return Err(Refusal::Blocked);
         }
         let l = self.limits;
         self.users
-            .take(&user.to_string(), now, l.user_rate, l.user_burst)
+            .take(user, now, l.user_rate, l.user_burst)
             .map_err(|retry_after| Refusal::RateLimited { retry_after })
     }
 
@@ -190,9 +190,14 @@ impl Guard {
             l.admission_rate / self.shards as f64,
             (l.admission_burst / self.shards as f64).max(1.0),
         );
-        self.admission
-            .entry(campaign.to_string())
-            .or_insert_with(|| bucket::Bucket::full(burst, now))
+        let bucket = match self.admission.get_mut(campaign) {
+            Some(b) => b,
+            None => self
+                .admission
+                .entry(campaign.to_string())
+                .or_insert_with(|| bucket::Bucket::full(burst, now)),
+        };
+        bucket
             .take(now, rate, burst)
             .map_err(|retry_after| Refusal::Busy { retry_after })
     }

@@ -50,8 +50,17 @@ impl<'a> Route<'a> {
     /// The route for a method and path: 404 for an unknown path, 405 for a known path
     /// with another method.
     pub fn of(method: &Method, path: &'a str) -> Result<Route<'a>, ApiError> {
-        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-        let (route, allowed) = match segments.as_slice() {
+        // No route has more than five segments; a longer path is unknown.
+        let mut segments = [""; 5];
+        let mut n = 0;
+        for s in path.trim_matches('/').split('/') {
+            let Some(slot) = segments.get_mut(n) else {
+                return Err(ApiError::NotFound);
+            };
+            *slot = s;
+            n += 1;
+        }
+        let (route, allowed) = match &segments[..n] {
             ["api", "time"] => (Route::Time, Method::GET),
             ["api", "session"] => (Route::Session, Method::POST),
             ["api", "campaigns"] => (Route::Campaigns, Method::GET),
@@ -167,6 +176,14 @@ mod tests {
         assert_eq!(
             Route::of(&Method::GET, "/api/campaigns/c/x/y"),
             Err(ApiError::NotFound)
+        );
+        assert_eq!(
+            Route::of(&Method::POST, "/api/campaigns/c/purchase/x/y/z"),
+            Err(ApiError::NotFound)
+        );
+        assert_eq!(
+            Route::of(&Method::POST, "//api/campaigns/c/purchase//"),
+            Ok(Route::Purchase("c"))
         );
     }
 

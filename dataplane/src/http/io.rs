@@ -10,7 +10,8 @@
 //! through [`Clock::handling`]; writing the response starts the idle time, and every
 //! write restarts it (a stream of events is not idle).
 
-use glommio::net::TcpStream;
+use futures::io::AsyncBufRead;
+use glommio::net::{Preallocated, TcpStream};
 use glommio::timer::Timer;
 use std::cell::Cell;
 use std::future::Future;
@@ -58,8 +59,14 @@ impl Clock {
     }
 }
 
+/// Bytes read from the socket at a time: a request head fits several times over, and
+/// an idle connection keeps it small.
+const READ_BUFFER: usize = 2048;
+
 pub struct TimedStream {
-    inner: Compat<TcpStream>,
+    /// Read through the socket's own buffer, so a read copies what arrived into hyper's
+    /// buffer and never has to zero that buffer first.
+    inner: Compat<TcpStream<Preallocated>>,
     clock: Rc<Clock>,
     header_timeout: Duration,
     idle_timeout: Duration,
@@ -80,7 +87,9 @@ impl TimedStream {
         let _ = stream.set_write_timeout(Some(idle_timeout));
         let clock = Clock::new();
         let s = TimedStream {
-            inner: stream.compat(),
+            inner: stream
+                .buffered_with(Preallocated::new(READ_BUFFER))
+                .compat(),
             clock: clock.clone(),
             header_timeout,
             idle_timeout,
@@ -131,10 +140,13 @@ impl AsyncRead for TimedStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        match Pin::new(&mut self.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => {
-                if buf.filled().len() > before && self.clock.phase.get() == Phase::Idle {
+        let socket = Pin::new(self.inner.get_mut());
+        match socket.poll_fill_buf(cx) {
+            Poll::Ready(Ok(arrived)) => {
+                let n = arrived.len().min(buf.remaining());
+                buf.put_slice(&arrived[..n]);
+                Pin::new(self.inner.get_mut()).consume(n);
+                if n > 0 && self.clock.phase.get() == Phase::Idle {
                     self.clock.set(Phase::Head);
                 }
                 Poll::Ready(Ok(()))
@@ -172,11 +184,7 @@ impl TimedStream {
         if self.replacement.is_some() {
             return true;
         }
-        // Every response of ours carries a body; hyper's own error answers do not.
-        let empty = first
-            .windows(19)
-            .any(|w| w.eq_ignore_ascii_case(b"content-length: 0\r\n"));
-        if self.clock.phase.get() == Phase::Handling || !first.starts_with(b"HTTP/1.") || !empty {
+        if self.clock.phase.get() == Phase::Handling || !first.starts_with(b"HTTP/1.") {
             return false;
         }
         let Some(status) = first
@@ -187,6 +195,13 @@ impl TimedStream {
         else {
             return false;
         };
+        // Every response of ours carries a body; hyper's own error answers do not.
+        let empty = first
+            .windows(19)
+            .any(|w| w.eq_ignore_ascii_case(b"content-length: 0\r\n"));
+        if !empty {
+            return false;
+        }
         let e = super::ApiError::of_framing_status(status);
         let body = e.body().to_string();
         let head = format!(

@@ -5,6 +5,7 @@
 #
 #   bench/http-ceiling.sh [SHARDS] [ROUNDS] [SECONDS]
 #   SERVE_ARGS="--no-pin" bench/http-ceiling.sh 2    # extra flags for the data plane
+#   BASELINE=path/to/an/older/seckill-dataplane bench/http-ceiling.sh   # measured beside
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shards=${1:-1} rounds=${2:-3} secs=${3:-5}
@@ -22,6 +23,15 @@ pids+=($!)
 wait_http "http://127.0.0.1:$dport"
 sold_out_campaign
 buy_the_unit "http://127.0.0.1:$dport"
+nodes=("$dport")
+if [ -n "${BASELINE:-}" ]; then
+  bport=$(port)
+  "$BASELINE" serve --listen "127.0.0.1:$bport" --admin-listen "" --redis "$redis" \
+      --shards "$shards" --demo-issuer --secret-file "$work/secret" ${SERVE_ARGS:-} 2>"$work/baseline.log" &
+  pids+=($!)
+  wait_http "http://127.0.0.1:$bport"
+  nodes+=("$bport")
+fi
 code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/api/campaigns/bench/purchase" -H "Authorization: Bearer $SECKILL_TOKEN")
 [ "$code" = 409 ] || { echo "expected 409 sold_out, got $code" >&2; exit 1; }
 
@@ -30,10 +40,16 @@ rate() { wrk -t$threads -c$conns -d${secs}s "$@" 2>/dev/null | awk '/Requests\/s
 declare -A runs
 for r in $(seq "$rounds"); do
   runs[nginx]+="$(rate "http://127.0.0.1:$nport/") "
-  runs[time]+="$(rate "http://127.0.0.1:$dport/api/time") "
-  runs[soldout]+="$(rate -s bench/purchase.lua "http://127.0.0.1:$dport/api/campaigns/bench/purchase") "
+  for p in "${nodes[@]}"; do
+    b=$([ "$p" = "$dport" ] || echo _baseline)
+    runs[time$b]+="$(rate "http://127.0.0.1:$p/api/time") "
+    runs[soldout$b]+="$(rate -s bench/purchase.lua "http://127.0.0.1:$p/api/campaigns/bench/purchase") "
+  done
   limits user_rate=1 user_burst=1
-  runs[limited]+="$(rate -s bench/purchase.lua "http://127.0.0.1:$dport/api/campaigns/bench/purchase") "
+  for p in "${nodes[@]}"; do
+    b=$([ "$p" = "$dport" ] || echo _baseline)
+    runs[limited$b]+="$(rate -s bench/purchase.lua "http://127.0.0.1:$p/api/campaigns/bench/purchase") "
+  done
   limits user_rate=0
 done
 code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/api/campaigns/bench/purchase" -H "Authorization: Bearer $SECKILL_TOKEN")
@@ -41,12 +57,17 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/ap
 n=$(echo "${runs[nginx]}" | median)
 printf '%s shard(s), wrk -t%s -c%s -d%ss, %s rounds, median requests/s\n' "$shards" "$threads" "$conns" "$secs" "$rounds"
 printf '%-36s %12s %8s   runs: %s\n' "nginx return 200" "$n" "1.00" "${runs[nginx]}"
-for k in time soldout limited; do
+keys="time soldout limited"
+[ -z "${BASELINE:-}" ] || keys="$keys time_baseline soldout_baseline limited_baseline"
+for k in $keys; do
   m=$(echo "${runs[$k]}" | median)
   case $k in
     time) label="GET /api/time" ;;
     soldout) label="purchase, sold out (ends on shard)" ;;
     limited) label="purchase, rate limited (429)" ;;
+    time_baseline) label="baseline: GET /api/time" ;;
+    soldout_baseline) label="baseline: purchase, sold out" ;;
+    limited_baseline) label="baseline: purchase, rate limited" ;;
   esac
   printf '%-36s %12s %8.2f   runs: %s\n' "$label" "$m" "$(echo "$m / $n" | bc -l)" "${runs[$k]}"
 done

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# End to end: the simulator's launch scenario against a fresh node (its worker and
-# order store included), with the Redis CPU it cost per purchase request; the report,
-# and its plot to bench/launch.svg.
+# End to end: the simulator's launch scenario against a fresh node (its worker and order
+# store included), with the Redis CPU it cost per purchase request; the report, and its
+# plot to bench/launch.svg.
 #
-#   bench/launch.sh [SHARDS] [RATE]
+# With RATE `search`, the maximum sustainable rate is searched for first (doubling, then
+# halving the gap: a rate is sustained when it is answered in full, ≥ 97% of what was
+# offered, nothing unsent or unanswered, and purchase p99 under 100 ms), and the launch
+# is then measured at 80% of it.
+#
+#   bench/launch.sh [SHARDS] [RATE|search]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shards=${1:-1} rate=${2:-4000}
@@ -26,11 +31,51 @@ target/release/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.
     --redis "$redis" --shards "$shards" --secret-file "$work/secret" 2>"$work/dataplane.log" &
 pids+=($!)
 wait_http "http://127.0.0.1:$dport"
+
+# launch RATE [extra sim flags]: one launch; its report in $work/report.json.
+launch() {
+  local r=$1
+  shift
+  target/release/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
+      --redis "$redis" --secret-file "$work/secret" --store "$work/orders.sqlite" --rate "$r" \
+      --json "$work/report.json" "$@" > "$work/summary.txt" || true
+}
+# sustained: whether the last launch kept up with its rate; prints its figures.
+sustained() {
+  python3 - "$work/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+lat = r["purchase_latency"]
+ok = (r["achieved_per_s"] >= 0.97 * r["offered_per_s"] and r["unsent"] == 0
+      and r["unanswered"] == 0 and lat["p99_ms"] < 100)
+print(f"  offered {r['offered_per_s']:8.0f}/s  answered {r['achieved_per_s']:8.0f}/s  "
+      f"p99 {lat['p99_ms']:7.2f} ms  unsent {r['unsent']}  unanswered {r['unanswered']}  "
+      f"{'sustained' if ok else 'not sustained'}")
+sys.exit(0 if ok else 1)
+PY
+}
+
+if [ "$rate" = search ]; then
+  echo "searching for the maximum sustainable rate (launch scenario, $shards shard(s))"
+  good=0 bad=0 r=2000
+  while [ "$bad" = 0 ] && [ "$r" -le 256000 ]; do
+    launch "$r"
+    if sustained; then good=$r; r=$((r * 2)); else bad=$r; fi
+  done
+  [ "$bad" != 0 ] || bad=$r
+  while [ $((bad - good)) -gt $((good / 8 + 250)) ]; do
+    r=$(((good + bad) / 2))
+    launch "$r"
+    if sustained; then good=$r; else bad=$r; fi
+  done
+  [ "$good" -gt 0 ] || { echo "no rate from 2000/s up was sustained" >&2; exit 1; }
+  rate=$((good * 8 / 10))
+  echo "maximum sustained: $good/s (not at $bad/s); the launch runs at 80%: $rate/s"
+fi
+
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$redis_pid/stat"; }
 t0=$(cpu_ticks)
-target/release/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
-    --redis "$redis" --secret-file "$work/secret" --store "$work/orders.sqlite" --rate "$rate" \
-    --json "$work/report.json" --plot bench/launch.svg > "$work/summary.txt" || true
+launch "$rate" --plot bench/launch.svg
 t1=$(cpu_ticks)
 cat "$work/summary.txt"
 python3 - "$work/report.json" "$t0" "$t1" "$(getconf CLK_TCK)" <<'PY'
@@ -39,4 +84,8 @@ r = json.load(open(sys.argv[1]))
 t0, t1, hz = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 n = r["requests_by_route"]["purchase"]
 print(f"redis CPU: {(t1 - t0) / hz:.2f} s over the run, {(t1 - t0) * 1e6 / hz / max(n, 1):.1f} µs per purchase request ({n} purchases, {r['requests']} requests in all)")
+lat = r["purchase_latency"]
+ok = lat["p99_ms"] <= 10 and lat["p999_ms"] <= 50 and not r["failures"]
+print(f"target (p99 ≤ 10 ms, p99.9 ≤ 50 ms, no violations): p99 {lat['p99_ms']:.2f} ms, "
+      f"p99.9 {lat['p999_ms']:.2f} ms, failures {len(r['failures'])}: {'met' if ok else 'missed'}")
 PY

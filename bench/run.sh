@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3} secs=${2:-5}
-for tool in wrk nginx redis-benchmark bc; do
-  command -v "$tool" >/dev/null || { echo "$tool is missing: apt-get install wrk nginx-light redis-tools bc" >&2; exit 1; }
+for tool in wrk nginx redis-benchmark bc perf; do
+  command -v "$tool" >/dev/null || { echo "$tool is missing: apt-get install wrk nginx-light redis-tools bc linux-perf" >&2; exit 1; }
 done
 cargo build --release -q
 out=bench/results.md
@@ -33,8 +33,10 @@ run bench/http-ceiling.sh 2 "$rounds" "$secs"
 run bench/redis-ceiling.sh "$rounds" "$secs" 1
 run bench/sim-vs-wrk.sh "$rounds" "$secs" 64
 run bench/metrics-cost.sh "$rounds" "$secs"
-run bench/launch.sh 1 4000
+run bench/launch.sh 1 search
 run bench/scaling.sh 10 12000
+run bench/profile.sh 10 20
+run bench/micro.sh
 echo "The launch plot: [launch.svg](launch.svg)." >> "$out.new"
 mv "$out.new" "$out"
 echo "written: $out" >&2

@@ -155,6 +155,18 @@ bench-metrics ROUNDS="3" SECONDS="5":
 bench-scaling SECONDS="10" RATE="12000":
     bench/scaling.sh {{SECONDS}} {{RATE}}
 
+# Micro-benchmarks (Criterion) of the hot pieces: guard buckets, tokens, routing, the purchase call.
+bench-micro:
+    cargo bench -p seckill-dataplane --bench hot
+
+# Where a shard's time goes on a sold-out purchase: perf samples while wrk runs.
+bench-profile SECONDS="10":
+    bench/profile.sh {{SECONDS}}
+
+# The launch again and again for MINUTES: node RSS, open files and Redis memory each second; fails on growth.
+soak MINUTES="10" RATE="3000":
+    bench/soak.sh {{MINUTES}} {{RATE}}
+
 # Order pipeline: worker throughput into SQLite and pay-to-delivered latency in a surge.
 bench-orders ORDERS="20000":
     bench/orders.sh {{ORDERS}}

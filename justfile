@@ -152,7 +152,7 @@ bench-metrics ROUNDS="3" SECONDS="5":
     bench/metrics-cost.sh {{ROUNDS}} {{SECONDS}}
 
 # What grows with the crowd: 10k vs 1M shoppers, 1 vs 64 partitions; rate, latency, memory.
-bench-scaling SECONDS="10" RATE="12000":
+bench-scaling SECONDS="10" RATE="8000":
     bench/scaling.sh {{SECONDS}} {{RATE}}
 
 # Micro-benchmarks (Criterion) of the hot pieces: guard buckets, tokens, routing, the purchase call.

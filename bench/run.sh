@@ -34,7 +34,7 @@ run bench/redis-ceiling.sh "$rounds" "$secs" 1
 run bench/sim-vs-wrk.sh "$rounds" "$secs" 64
 run bench/metrics-cost.sh "$rounds" "$secs"
 run bench/launch.sh 1 search
-run bench/scaling.sh 10 12000
+run bench/scaling.sh 10 8000
 run bench/profile.sh 10 20
 run bench/micro.sh
 echo "The launch plot: [launch.svg](launch.svg)." >> "$out.new"

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{Response, StatusCode};
 use serde::Serialize;
 use serde_json::json;
@@ -206,6 +206,12 @@ impl ApiError {
         if let Some(s) = retry_after {
             r.headers_mut()
                 .insert(RETRY_AFTER, HeaderValue::from(s.max(1)));
+        }
+        // The rest of the body was never read: the connection cannot carry another
+        // request, and the client must not reuse it.
+        if matches!(self, ApiError::PayloadTooLarge | ApiError::Timeout) {
+            r.headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
         }
         r
     }

@@ -2,6 +2,7 @@
 //! `seckill-dataplane` CLI.
 
 use anyhow::Context;
+use seckill_dataplane::connection::Connection;
 use std::path::{Path, PathBuf};
 
 use seckill_dataplane::campaign::CampaignSpec;
@@ -33,11 +34,7 @@ impl Stores {
     }
 }
 
-pub fn execute(
-    con: &mut redis::Connection,
-    command: &Command,
-    stores: &Stores,
-) -> anyhow::Result<Done> {
+pub fn execute(con: &mut Connection, command: &Command, stores: &Stores) -> anyhow::Result<Done> {
     let done = |m: String| Ok(Done::Message(m));
     match command {
         Command::Create { file } => {

@@ -2,6 +2,7 @@
 //! its partitions (read in one transaction, so the live ledger line is exact even during
 //! a surge), the fleet's telemetry, the limit overrides and the blacklist.
 
+use seckill_dataplane::connection::Connection;
 use std::collections::HashMap;
 
 use seckill_dataplane::campaign::Campaign;
@@ -103,7 +104,7 @@ pub struct Snapshot {
 }
 
 /// Reads a snapshot of the control plane.
-pub fn fetch(con: &mut redis::Connection) -> anyhow::Result<Snapshot> {
+pub fn fetch(con: &mut Connection) -> anyhow::Result<Snapshot> {
     let mut campaigns = Vec::new();
     for campaign in control::list(con)? {
         let partitions = control::partitions(con, &campaign)?;
@@ -125,11 +126,10 @@ pub fn fetch(con: &mut redis::Connection) -> anyhow::Result<Snapshot> {
 }
 
 /// Opens a connection that gives up quickly, so a missing Redis shows at once.
-pub fn connect(url: &str) -> anyhow::Result<redis::Connection> {
-    let client = redis::Client::open(url)?;
-    let timeout = std::time::Duration::from_millis(500);
-    let con = client.get_connection_with_timeout(timeout)?;
-    con.set_read_timeout(Some(std::time::Duration::from_secs(3)))?;
-    con.set_write_timeout(Some(std::time::Duration::from_secs(3)))?;
-    Ok(con)
+pub fn connect(url: &str) -> anyhow::Result<Connection> {
+    Ok(Connection::open(
+        url,
+        std::time::Duration::from_millis(500),
+        Some(std::time::Duration::from_secs(3)),
+    )?)
 }

@@ -2,6 +2,7 @@
 //! one channel; keys change the state (and may run a command); every event redraws.
 
 use crossterm::event::{self as term, KeyEventKind};
+use seckill_dataplane::connection::Connection;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -45,7 +46,7 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     spawn_keys(tx, stop.clone());
     let mut app = App::new(&opts.redis);
     app.focus = opts.campaign.clone();
-    let mut con: Option<redis::Connection> = None;
+    let mut con: Option<Connection> = None;
     terminal.draw(|f| crate::ui::draw(&app, f))?;
     while !app.quit {
         let Ok(event) = rx.recv() else { break };
@@ -81,7 +82,7 @@ fn spawn_reader(opts: &Options, tx: Sender<Event>, stop: Arc<AtomicBool>) -> Sen
     let (wake, woken): (Sender<()>, Receiver<()>) = mpsc::channel();
     let (url, refresh) = (opts.redis.clone(), opts.refresh);
     std::thread::spawn(move || {
-        let mut con: Option<redis::Connection> = None;
+        let mut con: Option<Connection> = None;
         while !stop.load(Ordering::Relaxed) {
             let read = match con.as_mut() {
                 Some(c) => data::fetch(c),

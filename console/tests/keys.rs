@@ -15,7 +15,7 @@ use seckill_dataplane::campaign::State;
 /// The console's loop without a terminal: keys in, commands run, the picture refreshed.
 struct Console {
     app: App,
-    con: redis::Connection,
+    con: seckill_dataplane::connection::Connection,
     stores: Stores,
 }
 

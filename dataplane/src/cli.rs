@@ -3,6 +3,7 @@
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
+use seckill_dataplane::connection::Connection;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -471,13 +472,13 @@ fn campaign(redis: &str, command: CampaignCommand) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn act(con: &mut redis::Connection, id: &str, action: Action) -> anyhow::Result<()> {
+fn act(con: &mut Connection, id: &str, action: Action) -> anyhow::Result<()> {
     let c = control::act(con, id, action)?;
     println!("{id} is {}", c.state);
     Ok(())
 }
 
-fn show(con: &mut redis::Connection, id: &str, json: bool) -> anyhow::Result<ExitCode> {
+fn show(con: &mut Connection, id: &str, json: bool) -> anyhow::Result<ExitCode> {
     let c: Campaign = control::get(con, id)?;
     let parts = control::partitions(con, &c)?;
     let l = ledger::check(con, &c)?;

@@ -138,6 +138,13 @@ pub struct RedisClientConfig {
     pub max_backoff_ms: u64,
     /// How long an `Idempotency-Key` is remembered.
     pub idempotency_ttl_s: u64,
+    /// Replicas that must confirm a batch of commands (`WAIT`) before its replies are
+    /// acknowledged; 0 acknowledges on the master's word. With a replica that will be
+    /// promoted when its master dies, 1 is what makes an acknowledged purchase survive.
+    pub wait_replicas: u32,
+    /// How long `WAIT` waits for them; a batch not confirmed by then answers 503
+    /// (outcome unknown). Below `command_timeout_ms`.
+    pub wait_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -197,6 +204,8 @@ impl Default for RedisClientConfig {
             command_timeout_ms: 1_000,
             max_backoff_ms: 1_000,
             idempotency_ttl_s: 24 * 3600,
+            wait_replicas: 0,
+            wait_timeout_ms: 100,
         }
     }
 }
@@ -280,7 +289,9 @@ pub struct Settings {
     pub started_ms: i64,
     pub listen: SocketAddr,
     pub redis_url: String,
-    pub redis: RedisTarget,
+    /// The Redis server, or seed nodes of a Redis Cluster (`redis` may list several,
+    /// separated by commas).
+    pub redis: Vec<RedisTarget>,
     pub shards: usize,
     pub pin_shards: bool,
     pub demo_issuer: bool,
@@ -352,7 +363,12 @@ impl Config {
                     format!("'{}' is not a host:port address", self.listen),
                 )
             })?;
-        let redis = RedisTarget::parse(&self.redis).map_err(|e| bad("redis", e))?;
+        let redis = self
+            .redis
+            .split(',')
+            .map(|u| RedisTarget::parse(u.trim()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad("redis", e))?;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let shards = self.shards.unwrap_or(cores);
         if shards == 0 || shards > 256 {
@@ -431,6 +447,14 @@ impl Config {
             if v > max {
                 return Err(bad(field, format!("must be at most {max}")));
             }
+        }
+        if r.wait_replicas > 0
+            && (r.wait_timeout_ms == 0 || r.wait_timeout_ms >= r.command_timeout_ms)
+        {
+            return Err(bad(
+                "redis_client.wait_timeout_ms",
+                "must be between 1 and redis_client.command_timeout_ms - 1",
+            ));
         }
         let trusted_proxies = self
             .http
@@ -577,7 +601,7 @@ mod tests {
     fn defaults_are_valid() {
         let (_d, c) = with_secret("");
         let s = c.validate().expect("valid");
-        assert_eq!(s.redis.port, 6390);
+        assert_eq!(s.redis[0].port, 6390);
         assert!(s.shards >= 1);
     }
 

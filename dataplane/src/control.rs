@@ -2,6 +2,7 @@
 //! the blocking client (CLI, console, tests). Every change bumps a version counter and is
 //! published, so running nodes apply it within a poll interval, usually at once.
 
+use crate::connection::Connection;
 use redis::Commands;
 use std::collections::HashMap;
 
@@ -35,19 +36,23 @@ pub enum ControlError {
 
 pub type Result<T> = std::result::Result<T, ControlError>;
 
-pub fn connect(url: &str) -> Result<redis::Connection> {
-    let client = redis::Client::open(url)?;
-    Ok(client.get_connection_with_timeout(std::time::Duration::from_secs(2))?)
+/// Connects to one Redis or a Redis Cluster (see [`Connection::open`]).
+pub fn connect(url: &str) -> Result<Connection> {
+    Ok(Connection::open(
+        url,
+        std::time::Duration::from_secs(2),
+        None,
+    )?)
 }
 
 /// Announces a change to every node.
-fn changed(con: &mut redis::Connection, id: &str) -> Result<()> {
+fn changed(con: &mut Connection, id: &str) -> Result<()> {
     let _: i64 = con.incr(keys::CONTROL_VERSION, 1)?;
     let _: i64 = con.publish(keys::CONTROL_CHANNEL, id)?;
     Ok(())
 }
 
-pub fn create(con: &mut redis::Connection, spec: CampaignSpec) -> Result<Campaign> {
+pub fn create(con: &mut Connection, spec: CampaignSpec) -> Result<Campaign> {
     let campaign = Campaign::new(spec)?;
     let key = keys::campaign(&campaign.spec.id);
     let fresh: bool = con.hset_nx(&key, "id", &campaign.spec.id)?;
@@ -60,7 +65,7 @@ pub fn create(con: &mut redis::Connection, spec: CampaignSpec) -> Result<Campaig
     Ok(campaign)
 }
 
-pub fn get(con: &mut redis::Connection, id: &str) -> Result<Campaign> {
+pub fn get(con: &mut Connection, id: &str) -> Result<Campaign> {
     let h: HashMap<String, String> = con.hgetall(keys::campaign(id))?;
     if h.is_empty() {
         return Err(ControlError::NotFound(id.to_string()));
@@ -68,14 +73,14 @@ pub fn get(con: &mut redis::Connection, id: &str) -> Result<Campaign> {
     Campaign::from_fields(&h).ok_or_else(|| ControlError::Damaged(id.to_string()))
 }
 
-pub fn list(con: &mut redis::Connection) -> Result<Vec<Campaign>> {
+pub fn list(con: &mut Connection) -> Result<Vec<Campaign>> {
     let mut ids: Vec<String> = con.smembers(keys::CAMPAIGNS)?;
     ids.sort();
     ids.iter().map(|id| get(con, id)).collect()
 }
 
 fn set_state(
-    con: &mut redis::Connection,
+    con: &mut Connection,
     id: &str,
     to: State,
     from: &[State],
@@ -126,7 +131,7 @@ pub fn read_codes(path: &str, needed: u64) -> Result<Vec<String>> {
 /// Loads the stock into the partitions (and the code pool, when the campaign has one),
 /// exactly once. A crash half-way is resumed by arming again; an armed campaign is never
 /// re-armed.
-pub fn arm(con: &mut redis::Connection, id: &str) -> Result<Campaign> {
+pub fn arm(con: &mut Connection, id: &str) -> Result<Campaign> {
     let c = get(con, id)?;
     let codes = match &c.spec.codes_file {
         Some(path) => Some(read_codes(path, c.spec.total)?),
@@ -164,7 +169,7 @@ pub fn arm(con: &mut redis::Connection, id: &str) -> Result<Campaign> {
 }
 
 /// Creates the workers' consumer group on a stream (and the stream), unless it exists.
-pub fn ensure_group(con: &mut redis::Connection, stream: &str) -> Result<()> {
+pub fn ensure_group(con: &mut Connection, stream: &str) -> Result<()> {
     let r: redis::RedisResult<()> = redis::cmd("XGROUP")
         .arg("CREATE")
         .arg(stream)
@@ -180,7 +185,7 @@ pub fn ensure_group(con: &mut redis::Connection, stream: &str) -> Result<()> {
 
 /// start, pause, resume or stop. Repeating an action that already took effect is
 /// harmless, and re-pushes the state to every partition.
-pub fn act(con: &mut redis::Connection, id: &str, action: Action) -> Result<Campaign> {
+pub fn act(con: &mut Connection, id: &str, action: Action) -> Result<Campaign> {
     let (from, to) = action.transition();
     set_state(con, id, to, from, action.name())?;
     let c = get(con, id)?;
@@ -195,7 +200,7 @@ pub fn act(con: &mut redis::Connection, id: &str, action: Action) -> Result<Camp
 pub const LIMITS: &str = "sk:limits";
 
 /// Overrides limits on every node (field = value, as in `[limits]`), within a second.
-pub fn set_limits(con: &mut redis::Connection, pairs: &[(String, String)]) -> Result<()> {
+pub fn set_limits(con: &mut Connection, pairs: &[(String, String)]) -> Result<()> {
     let mut check = crate::guard::Limits::default();
     for (k, v) in pairs {
         check.set(k, v).map_err(ControlError::Limits)?;
@@ -205,12 +210,12 @@ pub fn set_limits(con: &mut redis::Connection, pairs: &[(String, String)]) -> Re
 }
 
 /// Drops every override: nodes go back to their configured limits.
-pub fn reset_limits(con: &mut redis::Connection) -> Result<()> {
+pub fn reset_limits(con: &mut Connection) -> Result<()> {
     let _: () = con.del(LIMITS)?;
     changed(con, "limits")
 }
 
-pub fn limit_overrides(con: &mut redis::Connection) -> Result<HashMap<String, String>> {
+pub fn limit_overrides(con: &mut Connection) -> Result<HashMap<String, String>> {
     Ok(con.hgetall(LIMITS)?)
 }
 
@@ -227,7 +232,7 @@ pub struct PartitionStock {
 
 /// Every partition's counters, read in one transaction: a consistent picture even while
 /// purchases and transfers run.
-pub fn partitions(con: &mut redis::Connection, c: &Campaign) -> Result<Vec<PartitionStock>> {
+pub fn partitions(con: &mut Connection, c: &Campaign) -> Result<Vec<PartitionStock>> {
     let mut pipe = redis::pipe();
     pipe.atomic();
     for p in 0..c.spec.partitions {
@@ -235,7 +240,7 @@ pub fn partitions(con: &mut redis::Connection, c: &Campaign) -> Result<Vec<Parti
             .arg(PartitionKeys::new(&c.spec.id, p).part())
             .arg(&["initial", "stock", "held", "sold", "transit"]);
     }
-    let rows: Vec<Vec<Option<i64>>> = pipe.query(con)?;
+    let rows: Vec<Vec<Option<i64>>> = con.pipeline(&pipe)?;
     Ok(rows
         .into_iter()
         .enumerate()

@@ -2,6 +2,7 @@
 //! conservation (remaining + in transit + held + sold = total), no oversell, the per-user
 //! limit, and every held unit backed by an order.
 
+use crate::connection::Connection;
 use redis::Commands;
 use std::collections::{HashMap, HashSet};
 
@@ -55,7 +56,7 @@ impl std::fmt::Display for Ledger {
 
 /// Reads every partition of a campaign and checks the ledger. Meant for a quiet moment
 /// (after a surge); under traffic, counters read a few microseconds apart may disagree.
-pub fn check(con: &mut redis::Connection, c: &Campaign) -> Result<Ledger, ControlError> {
+pub fn check(con: &mut Connection, c: &Campaign) -> Result<Ledger, ControlError> {
     let id = &c.spec.id;
     let limit = i64::from(c.spec.per_user_limit);
     let parts = control::partitions(con, c)?;

@@ -22,6 +22,7 @@
 pub mod auth;
 pub mod campaign;
 pub mod config;
+pub mod connection;
 pub mod control;
 pub mod guard;
 mod http;

@@ -5,6 +5,7 @@
 //! the first store what it lacks and releases overdue holds; it never invents or deletes
 //! a sale.
 
+use crate::connection::Connection;
 use redis::Commands;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -111,10 +112,7 @@ fn rank(status: &str) -> u8 {
     }
 }
 
-pub fn redis_orders(
-    con: &mut redis::Connection,
-    c: &Campaign,
-) -> Result<Vec<RedisOrder>, ReconcileError> {
+pub fn redis_orders(con: &mut Connection, c: &Campaign) -> Result<Vec<RedisOrder>, ReconcileError> {
     let mut out = Vec::new();
     for p in 0..c.spec.partitions {
         let k = PartitionKeys::new(&c.spec.id, p);
@@ -135,7 +133,7 @@ pub fn redis_orders(
                     "license_key",
                 ]);
             }
-            let rows: Vec<OrderRow> = pipe.query(con)?;
+            let rows: Vec<OrderRow> = con.pipeline(&pipe)?;
             for (id, r) in chunk.iter().zip(rows) {
                 let (Some(user), Some(quantity), Some(status)) = (r.0, r.1, r.2) else {
                     continue;
@@ -158,7 +156,7 @@ pub fn redis_orders(
 
 /// Entries of one stream the `workers` group has read and not acknowledged (pending),
 /// and has not read yet (lag).
-pub fn backlog(con: &mut redis::Connection, key: &str) -> redis::RedisResult<(u64, u64)> {
+pub fn backlog(con: &mut Connection, key: &str) -> redis::RedisResult<(u64, u64)> {
     let groups: Vec<HashMap<String, redis::Value>> = redis::cmd("XINFO")
         .arg("GROUPS")
         .arg(key)
@@ -185,7 +183,7 @@ pub fn backlog(con: &mut redis::Connection, key: &str) -> redis::RedisResult<(u6
 }
 
 fn stream_state(
-    con: &mut redis::Connection,
+    con: &mut Connection,
     c: &Campaign,
 ) -> Result<(StreamState, HashMap<String, u32>), ReconcileError> {
     let mut s = StreamState::default();
@@ -215,7 +213,7 @@ pub fn verdict_key(id: &str) -> String {
 }
 
 /// Records a reconciliation's verdict in the control plane.
-pub fn record(con: &mut redis::Connection, r: &Report) -> Result<(), ReconcileError> {
+pub fn record(con: &mut Connection, r: &Report) -> Result<(), ReconcileError> {
     let _: () = con.hset_multiple(
         verdict_key(&r.campaign),
         &[
@@ -229,7 +227,7 @@ pub fn record(con: &mut redis::Connection, r: &Report) -> Result<(), ReconcileEr
 
 /// Reconciles one campaign against the given order stores.
 pub fn reconcile(
-    con: &mut redis::Connection,
+    con: &mut Connection,
     id: &str,
     stores: &[PathBuf],
 ) -> Result<Report, ReconcileError> {
@@ -381,7 +379,7 @@ pub struct Repaired {
 /// Replays into `store` the orders the stores lack or hold at an older status, and
 /// releases overdue and orphaned holds. Sales are never created or removed.
 pub fn repair(
-    con: &mut redis::Connection,
+    con: &mut Connection,
     id: &str,
     stores: &[PathBuf],
 ) -> Result<Repaired, ReconcileError> {

@@ -362,9 +362,11 @@ async fn sync_loop(shard: Rc<Shard>, wake: LocalReceiver<()>) {
 async fn listen_for_changes(shard: Rc<Shard>) {
     let s = &shard.settings;
     let subscribe = redis::cmd("SUBSCRIBE").arg(keys::CONTROL_CHANNEL).clone();
-    loop {
+    // On a cluster a message published on any node reaches every node's subscribers,
+    // so the first seed that answers will do.
+    for seed in s.redis.iter().cycle() {
         if let Ok((stream, mut decoder)) =
-            store::connect(&s.redis, &s.redis_client, std::slice::from_ref(&subscribe)).await
+            store::connect(seed, &s.redis_client, std::slice::from_ref(&subscribe)).await
         {
             // Anything announced while we were away is picked up by the next sync.
             let _ = shard.wake.try_send(());

@@ -5,6 +5,7 @@
 //! and both are listed in `sk:fleet` by when they last reported. The console reads them
 //! with [`read_fleet`].
 
+use crate::connection::Connection;
 use hdrhistogram::Histogram;
 use redis::Commands;
 use serde::{Deserialize, Serialize};
@@ -209,14 +210,15 @@ pub(crate) async fn report_loop(shard: Rc<Shard>) {
 }
 
 /// Writes a worker's record (from the worker's own thread).
-pub fn write_worker(con: &mut redis::Connection, r: &WorkerRecord) -> redis::RedisResult<()> {
+pub fn write_worker(con: &mut Connection, r: &WorkerRecord) -> redis::RedisResult<()> {
     let json = serde_json::to_string(r).unwrap_or_default();
-    redis::pipe()
-        .set_ex(worker_key(&r.name), json, RECORD_TTL_S)
-        .ignore()
-        .zadd(FLEET, format!("worker:{}", r.name), r.at_ms)
-        .ignore()
-        .query(con)
+    con.pipeline(
+        redis::pipe()
+            .set_ex(worker_key(&r.name), json, RECORD_TTL_S)
+            .ignore()
+            .zadd(FLEET, format!("worker:{}", r.name), r.at_ms)
+            .ignore(),
+    )
 }
 
 /// A node, from its shards' latest records.
@@ -308,7 +310,7 @@ impl Fleet {
 }
 
 /// Reads the fleet's records.
-pub fn read_fleet(con: &mut redis::Connection) -> redis::RedisResult<Fleet> {
+pub fn read_fleet(con: &mut Connection) -> redis::RedisResult<Fleet> {
     let since = crate::now_ms() - RECORD_TTL_S as i64 * 1000;
     let members: Vec<String> = con.zrangebyscore(FLEET, since, "+inf")?;
     let mut fleet = Fleet::default();

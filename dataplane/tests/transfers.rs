@@ -12,7 +12,7 @@ use seckill_dataplane::store::{rebalance, RedisConn, Store};
 use seckill_dataplane::{control, ledger, scripts};
 use std::time::Duration;
 
-fn stocks(con: &mut redis::Connection, id: &str) -> Vec<i64> {
+fn stocks(con: &mut seckill_dataplane::connection::Connection, id: &str) -> Vec<i64> {
     let c = control::get(con, id).expect("campaign");
     control::partitions(con, &c)
         .expect("partitions")
@@ -27,7 +27,7 @@ fn rebalance_once(redis: &Redis, id: &'static str, partitions: u32) {
     glommio::LocalExecutorBuilder::default()
         .spawn(move || async move {
             let conn = RedisConn::start(
-                target,
+                vec![target],
                 RedisClientConfig::default(),
                 BreakerConfig::default(),
                 vec![],

@@ -3,6 +3,7 @@
 
 use anyhow::{bail, Context as _};
 use clap::Args;
+use seckill_dataplane::connection::Connection;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -349,7 +350,7 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
 /// Reconciles once the workers have caught up (every event read, acknowledged and
 /// delivered), or as things stand after 15 s.
 fn reconcile_settled(
-    con: &mut redis::Connection,
+    con: &mut Connection,
     campaign: &str,
     stores: &[PathBuf],
 ) -> anyhow::Result<reconcile::Report> {

@@ -67,7 +67,7 @@ impl Redis {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    pub fn con(&self) -> redis::Connection {
+    pub fn con(&self) -> seckill_dataplane::connection::Connection {
         seckill_dataplane::control::connect(&self.url()).expect("connect")
     }
 }

@@ -2,6 +2,7 @@
 //! in Redis (score = expiry in ms). Operators add and remove entries; the automatic rule
 //! adds them too; every shard keeps a copy, reloaded when the blacklist's version moves.
 
+use crate::connection::Connection;
 use redis::Commands;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -90,28 +91,28 @@ impl Local {
     }
 }
 
-fn changed(con: &mut redis::Connection) -> Result<(), ControlError> {
+fn changed(con: &mut Connection) -> Result<(), ControlError> {
     let _: i64 = con.incr(VERSION, 1)?;
     let _: i64 = con.publish(crate::keys::CONTROL_CHANNEL, "blacklist")?;
     Ok(())
 }
 
 /// Blocks an entry for `ttl_s` seconds.
-pub fn add(con: &mut redis::Connection, entry: &str, ttl_s: u64) -> Result<i64, ControlError> {
+pub fn add(con: &mut Connection, entry: &str, ttl_s: u64) -> Result<i64, ControlError> {
     let expires = crate::now_ms() + (ttl_s.min(10 * 365 * 86_400) as i64) * 1000;
     let _: i64 = con.zadd(KEY, entry, expires)?;
     changed(con)?;
     Ok(expires)
 }
 
-pub fn remove(con: &mut redis::Connection, entry: &str) -> Result<bool, ControlError> {
+pub fn remove(con: &mut Connection, entry: &str) -> Result<bool, ControlError> {
     let n: i64 = con.zrem(KEY, entry)?;
     changed(con)?;
     Ok(n > 0)
 }
 
 /// Entries not expired yet, with their expiry (ms); expired ones are dropped on the way.
-pub fn list(con: &mut redis::Connection) -> Result<Vec<(String, i64)>, ControlError> {
+pub fn list(con: &mut Connection) -> Result<Vec<(String, i64)>, ControlError> {
     let now = crate::now_ms();
     let _: i64 = con.zrembyscore(KEY, "-inf", now)?;
     Ok(con.zrangebyscore_withscores(KEY, now, "+inf")?)

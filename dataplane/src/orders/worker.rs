@@ -4,6 +4,7 @@
 //! pending; any worker claims them (`XAUTOCLAIM`) once they have been idle long enough.
 //! Runs on a thread of its own, with Redis's blocking client: it is not on the hot path.
 
+use crate::connection::Connection;
 use hdrhistogram::Histogram;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadOptions, StreamReadReply};
 use std::collections::{HashMap, HashSet};
@@ -63,7 +64,7 @@ struct Stream {
 
 pub struct Worker {
     opts: WorkerOptions,
-    con: redis::Connection,
+    con: Connection,
     db: OrderDb,
     streams: Vec<Stream>,
     /// Campaigns that hand out codes from a pool.
@@ -157,7 +158,7 @@ impl Worker {
             reads.xread_options(&[&s.key], &[">"], &opts);
         }
         if !self.streams.is_empty() {
-            let replies: Vec<Option<StreamReadReply>> = reads.query(&mut self.con)?;
+            let replies: Vec<Option<StreamReadReply>> = self.con.pipeline(&reads)?;
             for (i, read) in replies.into_iter().enumerate() {
                 for k in read.map(|r| r.keys).unwrap_or_default() {
                     entries.extend(k.ids.into_iter().map(|e| (i, e)));
@@ -189,7 +190,7 @@ impl Worker {
             pipe.xack(&self.streams[i].key, keys::WORKER_GROUP, &ids)
                 .ignore();
         }
-        let _: () = pipe.query(&mut self.con)?;
+        let _: () = self.con.pipeline(&pipe)?;
         self.stats.events += entries.len() as u64;
         if let Some(m) = &self.opts.metrics {
             m.events.fetch_add(entries.len() as u64, Ordering::Relaxed);
@@ -222,7 +223,7 @@ impl Worker {
         let codes: Vec<Option<String>> = if pooled.is_empty() {
             Vec::new()
         } else {
-            binds.query(&mut self.con)?
+            self.con.pipeline(&binds)?
         };
         let codes: HashMap<&str, Option<String>> = pooled
             .iter()
@@ -257,7 +258,7 @@ impl Worker {
         if sent == 0 {
             return Ok(());
         }
-        let replies: Vec<Vec<redis::Value>> = delivers.query(&mut self.con)?;
+        let replies: Vec<Vec<redis::Value>> = self.con.pipeline(&delivers)?;
         for v in replies {
             if text(v.first()).as_deref() != Some("delivered") {
                 // Cannot happen after a `paid` event: a paid order only moves on to delivered.

@@ -8,7 +8,7 @@ mod tickets;
 mod transfer;
 
 pub(crate) use conn::connect;
-pub use conn::{RedisConn, Reply, StoreError};
+pub use conn::{slot_of, RedisConn, Reply, StoreError};
 pub use orders::Payment;
 pub use purchase::{purchase_call, Purchase, PurchaseRequest};
 pub use tickets::{Challenge, Issue};
@@ -26,27 +26,34 @@ pub struct Store {
 }
 
 impl Store {
-    /// Runs a script by hash, loading it first when Redis has forgotten it (`NOSCRIPT`,
-    /// after a restart or `SCRIPT FLUSH`).
+    /// Runs a script by hash; when Redis has forgotten it (`NOSCRIPT`, after a restart,
+    /// a failover or `SCRIPT FLUSH`) it is sent whole, which also loads it, on the node
+    /// that serves its keys.
     pub async fn eval(&self, script: &Script, keys: &[&str], args: &[&str]) -> Reply {
         self.run_script(&script_call(script, keys, args)).await
     }
 
-    /// Sends an `EVALSHA` built by [`script_call`], loading the script on `NOSCRIPT`.
+    /// Sends an `EVALSHA` built by [`script_call`], as `EVAL` with the source on `NOSCRIPT`.
     async fn run_script(&self, cmd: &Cmd) -> Reply {
         match self.conn.query(cmd).await {
             Err(StoreError::Server(e)) if e.starts_with("NOSCRIPT") => {
-                let hash = cmd.args_iter().nth(1).and_then(|a| match a {
-                    redis::Arg::Simple(b) => std::str::from_utf8(b).ok(),
-                    _ => None,
+                let mut args = cmd.args_iter().map(|a| match a {
+                    redis::Arg::Simple(b) => b,
+                    _ => &[],
                 });
-                let Some(src) = hash.and_then(scripts::source_of) else {
+                let src = args
+                    .nth(1)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(scripts::source_of);
+                let Some(src) = src else {
                     return Err(StoreError::Server(e));
                 };
-                self.conn
-                    .query(redis::cmd("SCRIPT").arg("LOAD").arg(src))
-                    .await?;
-                self.conn.query(cmd).await
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(src);
+                for a in args {
+                    eval.arg(a);
+                }
+                self.conn.query(&eval).await
             }
             other => other,
         }

@@ -46,6 +46,14 @@ redis: setup
 redis-stop:
     -redis-cli -p {{redis_port}} shutdown
 
+# Start a local Redis Cluster: 3 masters + 3 replicas on 7000-7005, files in data/cluster/.
+cluster BASE="7000": setup
+    scripts/cluster.sh start {{BASE}} data/cluster
+
+# Stop the local Redis Cluster (its files stay in data/cluster/).
+cluster-stop BASE="7000":
+    scripts/cluster.sh stop {{BASE}} data/cluster
+
 # Run the data plane with config/dataplane.toml.
 serve *ARGS: redis secret
     cargo run --release -p seckill-dataplane -- serve {{ARGS}}

@@ -31,7 +31,7 @@ pub fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -
 }
 
 /// Checks a campaign's ledger, failing the test when it does not hold.
-pub fn ledger_holds(redis: &Redis, id: &str) -> seckill_dataplane::ledger::Ledger {
+pub fn ledger_holds(redis: &impl RedisUrl, id: &str) -> seckill_dataplane::ledger::Ledger {
     let mut con = redis.con();
     let c = control::get(&mut con, id).expect("campaign");
     let l = seckill_dataplane::ledger::check(&mut con, &c).expect("ledger");
@@ -99,8 +99,193 @@ impl Redis {
         }
     }
 
-    pub fn con(&self) -> redis::Connection {
+    pub fn con(&self) -> seckill_dataplane::connection::Connection {
         control::connect(&self.url()).expect("connect to the test redis")
+    }
+}
+
+/// What the helpers need of a Redis: where it is. One server or a cluster.
+pub trait RedisUrl {
+    fn url(&self) -> String;
+    fn con(&self) -> seckill_dataplane::connection::Connection {
+        control::connect(&self.url()).expect("connect to the test redis")
+    }
+}
+
+impl RedisUrl for Redis {
+    fn url(&self) -> String {
+        Redis::url(self)
+    }
+}
+
+/// A Redis Cluster of the test's own: 3 masters and 3 replicas started by
+/// `scripts/cluster.sh` on free ports in a temp dir, each node with its append-only file
+/// fsynced on every write.
+pub struct Cluster {
+    pub base: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Six ports in a row, and each one's cluster bus port (+10000), all free.
+        let base = (0..200)
+            .map(|_| 20_000 + rand_port_offset())
+            .find(|b| {
+                (0..6).all(|i| {
+                    TcpListener::bind(("127.0.0.1", b + i)).is_ok()
+                        && TcpListener::bind(("127.0.0.1", b + i + 10_000)).is_ok()
+                })
+            })
+            .expect("six free ports in a row");
+        let status = Command::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scripts/cluster.sh"
+        ))
+        .arg("start")
+        .arg(base.to_string())
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .status()
+        .expect("scripts/cluster.sh runs");
+        assert!(status.success(), "the cluster started");
+        Cluster { base, dir }
+    }
+
+    /// The ports of the masters serving slots now, from `CLUSTER SLOTS`.
+    pub fn masters(&self) -> Vec<u16> {
+        let mut masters: Vec<u16> = self.slots().into_iter().map(|(_, _, port)| port).collect();
+        masters.sort_unstable();
+        masters.dedup();
+        masters
+    }
+
+    /// (first slot, last slot, master port) of every slot range.
+    pub fn slots(&self) -> Vec<(u16, u16, u16)> {
+        let ports: Vec<u16> = (self.base..self.base + 6).collect();
+        for p in ports {
+            let Ok(mut con) = redis::Client::open(format!("redis://127.0.0.1:{p}"))
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)))
+            else {
+                continue;
+            };
+            let Ok(ranges) = redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query::<Vec<Vec<redis::Value>>>(&mut con)
+            else {
+                continue;
+            };
+            let int = |v: &redis::Value| match v {
+                redis::Value::Int(i) => *i as u16,
+                _ => 0,
+            };
+            return ranges
+                .iter()
+                .map(|r| {
+                    let port = match &r[2] {
+                        redis::Value::Array(m) => int(&m[1]),
+                        _ => 0,
+                    };
+                    (int(&r[0]), int(&r[1]), port)
+                })
+                .collect();
+        }
+        panic!("no cluster node answers");
+    }
+
+    /// SIGKILL of one node: nothing it has not written to its append-only file survives.
+    pub fn kill(&self, port: u16) {
+        let pid = std::fs::read_to_string(self.dir.path().join(format!("{port}/redis.pid")))
+            .expect("pid file");
+        let _ = Command::new("kill").args(["-KILL", pid.trim()]).status();
+        wait_until("the node to die", Duration::from_secs(5), || {
+            TcpListener::bind(("127.0.0.1", port)).is_ok()
+        });
+    }
+
+    /// Starts a killed node again from its files; it rejoins the cluster.
+    pub fn restart(&self, port: u16) {
+        let status = Command::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scripts/cluster.sh"
+        ))
+        .arg("node")
+        .arg(port.to_string())
+        .arg(self.dir.path())
+        .stdout(Stdio::null())
+        .status()
+        .expect("scripts/cluster.sh runs");
+        assert!(status.success(), "node {port} restarted");
+    }
+
+    /// Moves `slots` slots from the master on `from` to the master on `to` with
+    /// `redis-cli --cluster reshard`, key by key, while the cluster serves.
+    pub fn reshard(&self, from: u16, to: u16, slots: u32) {
+        let id = |port: u16| -> String {
+            let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+                .and_then(|c| c.get_connection())
+                .expect("node");
+            redis::cmd("CLUSTER")
+                .arg("MYID")
+                .query(&mut con)
+                .expect("node id")
+        };
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "reshard", &format!("127.0.0.1:{}", self.base)])
+            .args(["--cluster-from", &id(from), "--cluster-to", &id(to)])
+            .args(["--cluster-slots", &slots.to_string(), "--cluster-yes"])
+            .output()
+            .expect("redis-cli runs");
+        assert!(
+            out.status.success(),
+            "reshard: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The port of the master serving `key`.
+    pub fn master_of(&self, key: &str) -> u16 {
+        let mut con = redis::Client::open(RedisUrl::url(self))
+            .and_then(|c| c.get_connection())
+            .expect("a node");
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut con)
+            .expect("keyslot");
+        self.slots()
+            .into_iter()
+            .find(|(a, b, _)| (*a..=*b).contains(&slot))
+            .map(|(_, _, p)| p)
+            .expect("slot served")
+    }
+}
+
+fn rand_port_offset() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(Instant::now().elapsed().as_nanos());
+    (h.finish() % 9_000) as u16
+}
+
+impl RedisUrl for Cluster {
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.base)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scripts/cluster.sh"
+        ))
+        .arg("stop")
+        .arg(self.base.to_string())
+        .arg(self.dir.path())
+        .stdout(Stdio::null())
+        .status();
     }
 }
 
@@ -122,23 +307,23 @@ pub struct Node {
 pub const SECRET: &str = "test secret, long enough for HMAC";
 
 impl Node {
-    pub fn start(redis: &Redis, shards: usize) -> Node {
+    pub fn start(redis: &impl RedisUrl, shards: usize) -> Node {
         Self::start_with(redis, shards, "")
     }
 
     /// Starts a node whose config file ends with `extra` TOML.
-    pub fn start_with(redis: &Redis, shards: usize, extra: &str) -> Node {
+    pub fn start_with(redis: &impl RedisUrl, shards: usize, extra: &str) -> Node {
         Self::launch(redis, shards, extra, true, None)
     }
 
     /// Starts a node that leaves the order streams to separate workers.
-    pub fn start_without_worker(redis: &Redis, shards: usize) -> Node {
+    pub fn start_without_worker(redis: &impl RedisUrl, shards: usize) -> Node {
         Self::launch(redis, shards, "", false, None)
     }
 
     /// Starts a node whose logs (`--log-format FORMAT`, `RUST_LOG=FILTER`) go to a file
     /// that `log()` reads.
-    pub fn start_logging(redis: &Redis, shards: usize, format: &str, filter: &str) -> Node {
+    pub fn start_logging(redis: &impl RedisUrl, shards: usize, format: &str, filter: &str) -> Node {
         Self::launch(redis, shards, "", true, Some((format, filter)))
     }
 
@@ -148,7 +333,7 @@ impl Node {
     }
 
     fn launch(
-        redis: &Redis,
+        redis: &impl RedisUrl,
         shards: usize,
         extra: &str,
         worker: bool,
@@ -246,7 +431,7 @@ pub struct WorkerProc {
 }
 
 impl WorkerProc {
-    pub fn start(redis: &Redis, name: &str) -> WorkerProc {
+    pub fn start(redis: &impl RedisUrl, name: &str) -> WorkerProc {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path().display();
         std::fs::write(dir.path().join("secret"), SECRET).expect("write secret");
@@ -288,7 +473,7 @@ impl Drop for WorkerProc {
 
 /// Polls reconciliation until the pipeline has drained and the ledger holds.
 pub fn reconciled(
-    redis: &Redis,
+    redis: &impl RedisUrl,
     campaign: &str,
     stores: &[PathBuf],
 ) -> seckill_dataplane::reconcile::Report {
@@ -388,7 +573,7 @@ pub fn spec(id: &str, total: u64, partitions: u32, limit: u32) -> CampaignSpec {
 }
 
 /// Creates, arms and starts a campaign, and waits until the node sells it.
-pub fn open_sale(redis: &Redis, node: &Node, spec: CampaignSpec) {
+pub fn open_sale(redis: &impl RedisUrl, node: &Node, spec: CampaignSpec) {
     let mut con = redis.con();
     let id = spec.id.clone();
     control::create(&mut con, spec).expect("create");

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# One Redis against a Redis Cluster of 3 masters (each with a replica, as deployed): the
+# data plane's purchase path fed flat out by the simulator (unique shoppers, ample stock,
+# 8 partitions, so every request runs the purchase script), alternating, several rounds,
+# medians. Every Redis writes its append-only file with `appendfsync always`.
+#
+#   bench/cluster.sh [ROUNDS] [SECONDS] [SHARDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3} secs=${2:-5} shards=${3:-1}
+cargo build --release -q -p seckill-dataplane -p seckill-simulator
+. bench/lib.sh
+rport=$(port)
+redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly yes --appendfsync always \
+    --dir "$work" >/dev/null &
+pids+=($!)
+for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+single="redis://127.0.0.1:$rport"
+base=$(python3 - <<'PY'
+import random, socket
+def free(p):
+    try:
+        s = socket.socket(); s.bind(("127.0.0.1", p)); s.close(); return True
+    except OSError:
+        return False
+while True:
+    b = random.randrange(20000, 29000)
+    if all(free(b + i) and free(b + i + 10000) for i in range(6)):
+        print(b); break
+PY
+)
+scripts/cluster.sh start "$base" "$work/cluster" >/dev/null
+trap 'scripts/cluster.sh stop "$base" >/dev/null; cleanup' EXIT
+cluster="redis://127.0.0.1:$base"
+
+# node URL: a data plane node on that Redis; prints its port.
+node() {
+  local p
+  p=$(port)
+  : > "$work/empty.toml"
+  target/release/seckill-dataplane serve --config "$work/empty.toml" --listen "127.0.0.1:$p" \
+      --admin-listen "" --no-worker --redis "$1" --shards "$shards" --secret-file "$work/secret" \
+      2>>"$work/dataplane.log" &
+  pids+=($!)
+  wait_http "http://127.0.0.1:$p"
+  echo "$p"
+}
+one_port=$(node "$single")
+cluster_port=$(node "$cluster")
+for r in "$single" "$cluster"; do
+  redis=$r no_limits
+  for round in $(seq "$rounds"); do redis=$r open_campaign "c$round" 50000000 8; done
+done
+sleep 0.5
+# flat_out PORT REDIS CAMPAIGN: purchases answered per second.
+flat_out() {
+  cat > "$work/flat.toml" <<TOML
+target = "http://127.0.0.1:$1"
+redis = "$2"
+secret_file = "$work/secret"
+duration_s = $secs
+threads = 1
+connections = 64
+[campaign]
+id = "$3"
+[arrivals]
+profile = "constant"
+rate = 250000
+[population]
+users = 400000
+addresses = 1
+[personas]
+shopper = 1
+TOML
+  target/release/seckill-sim run --scenario "$work/flat.toml" --json "$work/r.json" >/dev/null 2>&1 || true
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(round(r["achieved_per_s"]))' "$work/r.json"
+}
+declare -A runs
+for round in $(seq "$rounds"); do
+  runs[one]+="$(flat_out "$one_port" "$single" "c$round") "
+  runs[cluster]+="$(flat_out "$cluster_port" "$cluster" "c$round") "
+done
+o=$(echo "${runs[one]}" | median) c=$(echo "${runs[cluster]}" | median)
+printf 'purchase path, %s shard(s), seckill-sim flat out (64 connections), %s rounds of %s s, median purchases/s\n' "$shards" "$rounds" "$secs"
+printf '  %-40s %10s   runs: %s\n' "one Redis" "$o" "${runs[one]}"
+printf '  %-40s %10s   runs: %s\n' "Redis Cluster, 3 masters + 3 replicas" "$c" "${runs[cluster]}"
+printf '  %-40s %10.2f\n' "cluster / one" "$(echo "$c / $o" | bc -l)"

@@ -1,0 +1,243 @@
+//! The same code on a Redis Cluster: 3 masters and 3 replicas started by the test
+//! (`scripts/cluster.sh`), two data plane processes each with its own worker and order
+//! store, campaigns whose partitions spread over the masters. Through a plain surge, a
+//! master killed and its replica promoted, and slots migrated under load, the ledger must
+//! come out exact, no acknowledged purchase may be lost, and every order must reconcile
+//! with the stores.
+
+mod common;
+
+use common::{open_sale, reconciled, spec, wait_until, Cluster, Node, RedisUrl};
+use seckill_dataplane::keys::{partition_of, PartitionKeys};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const PARTITIONS: u32 = 8;
+
+/// What a surge came to.
+#[derive(Default)]
+struct Surge {
+    /// Order ids each shopper was answered 200 with.
+    won: HashMap<usize, HashSet<String>>,
+    /// 503s (Redis unreachable, or outcome unknown), each retried with the same key.
+    unavailable: usize,
+    /// Purchases still answered 503 after 30 s of retries.
+    gave_up: usize,
+    /// When the last shopper was done.
+    ended: Option<Instant>,
+}
+
+/// `users` shoppers, alternately on each node, each buying with two keys (the second
+/// sent twice); a 503 is retried with the same key, as a client should. `during` runs
+/// meanwhile; until it is over, the shoppers keep resending their first key (each
+/// resend runs the purchase script on the shopper's partition, and must get the first
+/// answer back).
+fn surge(nodes: [&Node; 2], campaign: &str, users: usize, during: impl FnOnce()) -> Surge {
+    let out = Mutex::new(Surge::default());
+    let over = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for t in 0..24 {
+            let (out, over) = (&out, &over);
+            s.spawn(move || {
+                let tokens = nodes[0].client();
+                let agent = ureq::AgentBuilder::new()
+                    .timeout(Duration::from_secs(10))
+                    .build();
+                let mine: Vec<(usize, String)> = (t..users)
+                    .step_by(24)
+                    .map(|u| (u, tokens.token(&format!("orbiter-{u}"))))
+                    .collect();
+                let buy = |user: usize, token: &str, key: &str| {
+                    let url = nodes[user % 2].url(&format!("/api/campaigns/{campaign}/purchase"));
+                    let first = Instant::now();
+                    loop {
+                        if first.elapsed() > Duration::from_secs(30) {
+                            out.lock().expect("lock").gave_up += 1;
+                            return;
+                        }
+                        let res = agent
+                            .post(&url)
+                            .set("Authorization", &format!("Bearer {token}"))
+                            .set("Idempotency-Key", key)
+                            .send_string("{}");
+                        match res {
+                            Ok(r) => {
+                                let v: serde_json::Value = r.into_json().expect("json");
+                                let id = v["order_id"].as_str().expect("order id");
+                                let mut o = out.lock().expect("lock");
+                                o.won.entry(user).or_default().insert(id.to_string());
+                                return;
+                            }
+                            Err(ureq::Error::Status(503, _)) => {
+                                out.lock().expect("lock").unavailable += 1;
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
+                            Err(ureq::Error::Status(code, r)) => {
+                                let v: serde_json::Value = r.into_json().unwrap_or_default();
+                                assert_eq!(code, 409, "user {user}, key {key}: {v}");
+                                return;
+                            }
+                            Err(e) => panic!("transport: {e}"),
+                        }
+                    }
+                };
+                for (user, token) in &mine {
+                    for key in ["k1", "k2", "k2"] {
+                        buy(*user, token, key);
+                    }
+                }
+                while !over.load(Ordering::Relaxed) {
+                    for (user, token) in &mine {
+                        buy(*user, token, "k1");
+                    }
+                }
+                let mut o = out.lock().expect("lock");
+                o.ended = o.ended.max(Some(Instant::now()));
+            });
+        }
+        during();
+        over.store(true, Ordering::Relaxed);
+    });
+    out.into_inner().expect("lock")
+}
+
+/// Every unit went to exactly one order, within the per-user limit; every acknowledged
+/// order exists in Redis; half the winners pay; the ledger holds and every order is in
+/// one of the stores.
+fn check(
+    cluster: &Cluster,
+    nodes: [&Node; 2],
+    campaign: &str,
+    units: u64,
+    limit: usize,
+    s: &Surge,
+) {
+    let orders: Vec<(usize, &String)> = s
+        .won
+        .iter()
+        .flat_map(|(u, ids)| ids.iter().map(move |id| (*u, id)))
+        .collect();
+    assert_eq!(s.gave_up, 0, "purchases still unavailable after 30 s");
+    let ledger = common::ledger_holds(cluster, campaign);
+    assert_eq!(ledger.total, units as i64);
+    assert_eq!(
+        orders.len() as i64,
+        ledger.held + ledger.sold,
+        "every unit taken was acknowledged to one shopper, none twice: {ledger}"
+    );
+    assert_eq!(
+        ledger.remaining + ledger.in_transit,
+        0,
+        "every unit went: {ledger}"
+    );
+    assert!(s.won.values().all(|o| o.len() <= limit), "per-user limit");
+    let mut con = cluster.con();
+    for (user, id) in &orders {
+        let keys = PartitionKeys::new(
+            campaign,
+            partition_of(&format!("orbiter-{user}"), PARTITIONS),
+        );
+        let status: Option<String> = redis::cmd("HGET")
+            .arg(keys.order(id))
+            .arg("status")
+            .query(&mut con)
+            .expect("read order");
+        assert!(status.is_some(), "acknowledged order {id} lost");
+    }
+    let client = nodes[0].client();
+    for (user, id) in orders.iter().filter(|(u, _)| u % 2 == 0) {
+        let (code, v) = client.pay(id, &client.token(&format!("orbiter-{user}")));
+        assert_eq!(code, 200, "{v}");
+    }
+    let report = reconciled(cluster, campaign, &[nodes[0].db(), nodes[1].db()]);
+    assert!(
+        report.holds() && report.missing.is_empty() && report.drained(),
+        "{report}"
+    );
+    common::ledger_holds(cluster, campaign);
+}
+
+fn sale(cluster: &Cluster, nodes: [&Node; 2], id: &str, units: u64, limit: u32) {
+    open_sale(cluster, nodes[0], spec(id, units, PARTITIONS, limit));
+    wait_until("the second node to sell", Duration::from_secs(5), || {
+        nodes[1]
+            .client()
+            .get(&format!("/api/campaigns/{id}"), None)
+            .1["state"]
+            == "live"
+    });
+}
+
+#[test]
+fn a_crowd_across_two_nodes_and_three_masters_gets_exactly_the_stock() {
+    let cluster = Cluster::start();
+    assert_eq!(cluster.masters().len(), 3);
+    assert!(cluster.con().is_cluster());
+    let (a, b) = (Node::start(&cluster, 2), Node::start(&cluster, 1));
+    sale(&cluster, [&a, &b], "orbit", 600, 2);
+    let spread: HashSet<u16> = (0..PARTITIONS)
+        .map(|p| cluster.master_of(&PartitionKeys::new("orbit", p).part()))
+        .collect();
+    assert_eq!(spread.len(), 3, "partitions on every master");
+    let s = surge([&a, &b], "orbit", 1500, || {});
+    assert_eq!(s.unavailable, 0);
+    check(&cluster, [&a, &b], "orbit", 600, 2, &s);
+}
+
+#[test]
+fn a_master_killed_mid_surge_loses_no_acknowledged_purchase() {
+    let cluster = Cluster::start();
+    // Replies wait for a replica (`WAIT 1`): what the promoted replica must have.
+    let durable = "[redis_client]\nwait_replicas = 1\nwait_timeout_ms = 200\n";
+    let (a, b) = (
+        Node::start_with(&cluster, 2, durable),
+        Node::start_with(&cluster, 1, durable),
+    );
+    sale(&cluster, [&a, &b], "fail", 2000, 1);
+    let victim = cluster.master_of(&PartitionKeys::new("fail", 0).part());
+    let mut restarted = None;
+    let s = surge([&a, &b], "fail", 3000, || {
+        std::thread::sleep(Duration::from_millis(700));
+        cluster.kill(victim);
+        let killed = Instant::now();
+        wait_until("a replica to take over", Duration::from_secs(20), || {
+            !cluster.masters().contains(&victim) && cluster.masters().len() == 3
+        });
+        eprintln!("failover took {:?}", killed.elapsed());
+        // Back as a replica of the promoted one, so writes there can be confirmed again.
+        cluster.restart(victim);
+        restarted = Some(Instant::now());
+    });
+    assert!(s.ended > restarted, "the surge outlasted the failover");
+    eprintln!("503s retried: {}", s.unavailable);
+    check(&cluster, [&a, &b], "fail", 2000, 1, &s);
+}
+
+#[test]
+fn slots_migrated_under_a_surge_keep_the_ledger_exact() {
+    let cluster = Cluster::start();
+    let (a, b) = (Node::start(&cluster, 2), Node::start(&cluster, 1));
+    sale(&cluster, [&a, &b], "move", 2000, 1);
+    let key = PartitionKeys::new("move", 0).part();
+    let from = cluster.master_of(&key);
+    let to = *cluster
+        .masters()
+        .iter()
+        .find(|m| **m != from)
+        .expect("another master");
+    let mut moved = None;
+    let s = surge([&a, &b], "move", 3000, || {
+        std::thread::sleep(Duration::from_millis(500));
+        let started = Instant::now();
+        // Every slot of that master moves, partition 0's among them, key by key.
+        cluster.reshard(from, to, 5461);
+        eprintln!("reshard took {:?}", started.elapsed());
+        moved = Some(Instant::now());
+    });
+    assert!(s.ended > moved, "the surge outlasted the migration");
+    assert_eq!(cluster.master_of(&key), to, "the partition moved");
+    eprintln!("503s retried: {}", s.unavailable);
+    check(&cluster, [&a, &b], "move", 2000, 1, &s);
+}

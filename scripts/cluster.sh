@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# A local Redis Cluster: 3 masters and 3 replicas (redis-server processes with
+# `cluster-enabled yes`, joined by `redis-cli --cluster create`), for demos and tests.
+# Every node writes its append-only file with `appendfsync always`, the durable setting
+# (see the README's deployment notes).
+#
+#   scripts/cluster.sh start [BASE_PORT] [DIR]    # nodes on BASE_PORT..BASE_PORT+5 (default 7000, data/cluster)
+#   scripts/cluster.sh stop  [BASE_PORT]
+#   scripts/cluster.sh status [BASE_PORT]
+#   scripts/cluster.sh node PORT [DIR]           # (re)start one node, as after a crash
+set -euo pipefail
+cmd=${1:-start} base=${2:-7000} dir=${3:-data/cluster}
+ports=$(seq "$base" $((base + 5)))
+case $dir in /*) ;; *) dir=$dir ;; esac
+ping() { redis-cli -p "$1" ping >/dev/null 2>&1; }
+# node PORT: one cluster node, its files (nodes.conf, the append-only file) in $dir/PORT.
+node() {
+  mkdir -p "$dir/$1"
+  redis-server --port "$1" --bind 127.0.0.1 --dir "$dir/$1" --daemonize yes \
+    --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
+    --appendonly yes --appendfsync always --save "" \
+    --pidfile "$dir/$1/redis.pid" --logfile "$dir/$1/redis.log"
+}
+case $cmd in
+node)
+  node "$base"
+  for _ in $(seq 50); do ping "$base" && break; sleep 0.1; done
+  ;;
+start)
+  if ping "$base"; then echo "a node already answers on $base"; exit 0; fi
+  for p in $ports; do node "$p"; done
+  for p in $ports; do for _ in $(seq 50); do ping "$p" && break; sleep 0.1; done; done
+  if [ "$(redis-cli -p "$base" cluster info | tr -d '\r' | awk -F: '/cluster_known_nodes/ {print $2}')" -lt 6 ]; then
+    redis-cli --cluster create $(for p in $ports; do printf '127.0.0.1:%s ' "$p"; done) \
+      --cluster-replicas 1 --cluster-yes >"$dir/create.log"
+  fi
+  for _ in $(seq 100); do
+    ok=0
+    for p in $ports; do
+      redis-cli -p "$p" cluster info | grep -q 'cluster_state:ok' && ok=$((ok + 1))
+    done
+    [ "$ok" = 6 ] && break
+    sleep 0.1
+  done
+  [ "$ok" = 6 ] || { echo "cluster did not become ready; see $dir/create.log and $dir/*/redis.log" >&2; exit 1; }
+  # Every replica in sync with its master, so a write can be confirmed (WAIT) at once.
+  for _ in $(seq 100); do
+    up=0
+    for p in $ports; do
+      redis-cli -p "$p" info replication | grep -q 'master_link_status:up' && up=$((up + 1))
+    done
+    [ "$up" = 3 ] && break
+    sleep 0.1
+  done
+  [ "$up" = 3 ] || { echo "replicas did not catch up with their masters" >&2; exit 1; }
+  echo "redis cluster ready: masters and replicas on 127.0.0.1:$base-$((base + 5)) ($dir/)"
+  echo "use it with --redis redis://127.0.0.1:$base"
+  ;;
+stop)
+  for p in $ports; do redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true; done
+  echo "redis cluster on $base-$((base + 5)) stopped"
+  ;;
+status)
+  redis-cli -p "$base" cluster nodes | awk '{print $2, $3}' | sed 's/@[0-9]*//' | sort
+  ;;
+*) echo "usage: $0 start|stop|status|node [PORT] [DIR]" >&2; exit 2 ;;
+esac

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One Redis against a Redis Cluster of 3 masters (each with a replica, as deployed): the
+# One Redis against a Redis Cluster of 3 masters (each with a replica, as deployed), and
+# that cluster with every purchase confirmed by a replica (`wait_replicas = 1`): the
 # data plane's purchase path fed flat out by the simulator (unique shoppers, ample stock,
 # 8 partitions, so every request runs the purchase script), alternating, several rounds,
 # medians. Every Redis writes its append-only file with `appendfsync always`.
@@ -33,20 +34,24 @@ scripts/cluster.sh start "$base" "$work/cluster" >/dev/null
 trap 'scripts/cluster.sh stop "$base" >/dev/null; cleanup' EXIT
 cluster="redis://127.0.0.1:$base"
 
-# node URL: a data plane node on that Redis; prints its port.
+# node URL [TOML]: a data plane node on that Redis, with that configuration; sets nport.
 node() {
   local p
   p=$(port)
-  : > "$work/empty.toml"
-  target/release/seckill-dataplane serve --config "$work/empty.toml" --listen "127.0.0.1:$p" \
+  nport=$p
+  printf '%s\n' "${2:-}" > "$work/node-$p.toml"
+  target/release/seckill-dataplane serve --config "$work/node-$p.toml" --listen "127.0.0.1:$p" \
       --admin-listen "" --no-worker --redis "$1" --shards "$shards" --secret-file "$work/secret" \
       2>>"$work/dataplane.log" &
   pids+=($!)
   wait_http "http://127.0.0.1:$p"
-  echo "$p"
 }
-one_port=$(node "$single")
-cluster_port=$(node "$cluster")
+node "$single"
+one_port=$nport
+node "$cluster"
+cluster_port=$nport
+node "$cluster" $'[redis_client]\nwait_replicas = 1'
+durable_port=$nport
 for r in "$single" "$cluster"; do
   redis=$r no_limits
   for round in $(seq "$rounds"); do redis=$r open_campaign "c$round" 50000000 8; done
@@ -79,9 +84,13 @@ declare -A runs
 for round in $(seq "$rounds"); do
   runs[one]+="$(flat_out "$one_port" "$single" "c$round") "
   runs[cluster]+="$(flat_out "$cluster_port" "$cluster" "c$round") "
+  runs[durable]+="$(flat_out "$durable_port" "$cluster" "c$round") "
 done
 o=$(echo "${runs[one]}" | median) c=$(echo "${runs[cluster]}" | median)
 printf 'purchase path, %s shard(s), seckill-sim flat out (64 connections), %s rounds of %s s, median purchases/s\n' "$shards" "$rounds" "$secs"
 printf '  %-40s %10s   runs: %s\n' "one Redis" "$o" "${runs[one]}"
 printf '  %-40s %10s   runs: %s\n' "Redis Cluster, 3 masters + 3 replicas" "$c" "${runs[cluster]}"
+d=$(echo "${runs[durable]}" | median)
+printf '  %-40s %10s   runs: %s\n' "the cluster, wait_replicas = 1" "$d" "${runs[durable]}"
 printf '  %-40s %10.2f\n' "cluster / one" "$(echo "$c / $o" | bc -l)"
+printf '  %-40s %10.2f\n' "cluster with WAIT / cluster" "$(echo "$d / $c" | bc -l)"

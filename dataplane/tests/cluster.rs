@@ -8,7 +8,9 @@
 mod common;
 
 use common::{open_sale, reconciled, spec, wait_until, Cluster, Node, RedisUrl};
+use seckill_dataplane::campaign::Action;
 use seckill_dataplane::keys::{partition_of, PartitionKeys};
+use seckill_dataplane::{control, telemetry};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -184,6 +186,29 @@ fn a_crowd_across_two_nodes_and_three_masters_gets_exactly_the_stock() {
     let s = surge([&a, &b], "orbit", 1500, || {});
     assert_eq!(s.unavailable, 0);
     check(&cluster, [&a, &b], "orbit", 600, 2, &s);
+
+    // The fleet as the console sees it: both nodes and both workers.
+    let mut con = cluster.con();
+    wait_until(
+        "both nodes and workers in the fleet",
+        Duration::from_secs(5),
+        || {
+            let fleet = telemetry::read_fleet(&mut con).expect("fleet");
+            fleet.nodes.len() == 2 && fleet.workers.len() == 2
+        },
+    );
+    // A control-plane change reaches every node within a second.
+    control::act(&mut con, "orbit", Action::Pause).expect("pause");
+    let took = wait_until(
+        "every node to see the pause",
+        Duration::from_secs(1),
+        || {
+            [&a, &b]
+                .iter()
+                .all(|n| n.client().get("/api/campaigns/orbit", None).1["state"] == "paused")
+        },
+    );
+    eprintln!("pause seen by both nodes after {took:?}");
 }
 
 #[test]

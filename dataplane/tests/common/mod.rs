@@ -347,7 +347,7 @@ impl Node {
         let config = format!(
             "listen = \"127.0.0.1:{port}\"\nredis = \"{}\"\nshards = {shards}\ndemo_issuer = true\n\
              secret_file = \"{d}/secret\"\ncontent_dir = \"{d}/content\"\n{extra}\n\
-             [worker]\nenabled = {worker}\ndb = \"{d}/orders.sqlite\"\nclaim_idle_ms = 1000\n\
+             [worker]\nenabled = {worker}\nname = \"w{port}\"\ndb = \"{d}/orders.sqlite\"\nclaim_idle_ms = 1000\n\
              [limits]\nip_rate = 0\nuser_rate = 0\nauto_block_refusals = 0\n",
             redis.url(),
         );

@@ -171,6 +171,10 @@ bench-micro:
 bench-profile SECONDS="10":
     bench/profile.sh {{SECONDS}}
 
+# Fault drills: a launch with bots while a node, the worker or Redis is killed; ledger verdicts.
+drill RATE="1500":
+    bench/drill.sh {{RATE}}
+
 # The launch again and again for MINUTES: node RSS, open files and Redis memory each second; fails on growth.
 soak MINUTES="10" RATE="3000":
     bench/soak.sh {{MINUTES}} {{RATE}}

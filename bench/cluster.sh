@@ -59,24 +59,7 @@ done
 sleep 0.5
 # flat_out PORT REDIS CAMPAIGN: purchases answered per second.
 flat_out() {
-  cat > "$work/flat.toml" <<TOML
-target = "http://127.0.0.1:$1"
-redis = "$2"
-secret_file = "$work/secret"
-duration_s = $secs
-threads = 1
-connections = 64
-[campaign]
-id = "$3"
-[arrivals]
-profile = "constant"
-rate = 250000
-[population]
-users = 400000
-addresses = 1
-[personas]
-shopper = 1
-TOML
+  flat_out_scenario "$work/flat.toml" "http://127.0.0.1:$1" "$2" "$3" "$secs"
   target/release/seckill-sim run --scenario "$work/flat.toml" --json "$work/r.json" >/dev/null 2>&1 || true
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(round(r["achieved_per_s"]))' "$work/r.json"
 }

@@ -16,23 +16,7 @@ cargo build --release -q -p seckill-dataplane -p seckill-simulator
 . bench/lib.sh
 start_redis
 redis_pid=${pids[-1]}
-dport=$(port)
-mkdir -p "$work/content"
-head -c 65536 /dev/urandom > "$work/content/midnight-sessions.zip"
-cat > "$work/dp.toml" <<TOML
-content_dir = "$work/content"
-[admin]
-listen = ""
-[worker]
-db = "$work/orders.sqlite"
-[limits]
-ip_rate = 50
-ip_burst = 100
-TOML
-target/release/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.0.1:$dport" \
-    --redis "$redis" --shards "$shards" --secret-file "$work/secret" 2>"$work/dataplane.log" &
-pids+=($!)
-wait_http "http://127.0.0.1:$dport"
+launch_node "$shards"
 
 # launch RATE [extra sim flags]: one launch; its report in $work/report.json.
 launch() {

@@ -85,3 +85,51 @@ buy_the_unit() {
 }
 
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+# flat_out_scenario FILE TARGET_URL REDIS CAMPAIGN SECONDS: a simulator scenario that
+# sends purchases as fast as 64 connections allow, each from a shopper not seen before,
+# on an existing campaign.
+flat_out_scenario() {
+  cat > "$1" <<TOML
+target = "$2"
+redis = "$3"
+secret_file = "$work/secret"
+duration_s = $5
+threads = 1
+connections = 64
+[campaign]
+id = "$4"
+[arrivals]
+profile = "constant"
+rate = 250000
+[population]
+users = 400000
+addresses = 1
+[personas]
+shopper = 1
+TOML
+}
+
+# launch_node SHARDS: a node for the launch scenario (its worker and order store in
+# $work, the demo's content file, per-IP limits of 50/s) on a fresh port; sets dport and
+# node.
+launch_node() {
+  dport=$(port)
+  mkdir -p "$work/content"
+  [ -s "$work/content/midnight-sessions.zip" ] || head -c 65536 /dev/urandom > "$work/content/midnight-sessions.zip"
+  cat > "$work/dp.toml" <<TOML
+content_dir = "$work/content"
+[admin]
+listen = ""
+[worker]
+db = "$work/orders.sqlite"
+[limits]
+ip_rate = 50
+ip_burst = 100
+TOML
+  target/release/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.0.1:$dport" \
+      --redis "$redis" --shards "$1" --secret-file "$work/secret" 2>"$work/dataplane.log" &
+  node=$!
+  pids+=($node)
+  wait_http "http://127.0.0.1:$dport"
+}

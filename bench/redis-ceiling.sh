@@ -60,24 +60,7 @@ rb_run() {
       EVALSHA "$sha" 5 "sk:{rb.0}:part" "sk:{rb.0}:buyers" "sk:{rb.0}:holds" "sk:{rb.0}:events" \
       "sk:{rb.0}:idem:u__rand_int__:k" "u__rand_int__" 1 rb 0 "sk:{rb.0}:order:" 86400 "" ""
 }
-cat > "$work/flat-out.toml" <<TOML
-target = "http://127.0.0.1:$dport"
-redis = "$redis"
-secret_file = "$work/secret"
-duration_s = $secs
-threads = 1
-connections = 64
-[campaign]
-id = "dp1"
-[arrivals]
-profile = "constant"
-rate = 250000
-[population]
-users = 400000
-addresses = 1
-[personas]
-shopper = 1
-TOML
+flat_out_scenario "$work/flat-out.toml" "http://127.0.0.1:$dport" "$redis" dp1 "$secs"
 dp_run() {
   measure target/release/seckill-sim run --scenario "$work/flat-out.toml" --campaign "dp$1"
 }

@@ -16,25 +16,8 @@ rss_bound_mb=${RSS_BOUND_MB:-16} fd_bound=${FD_BOUND:-16}
 cargo build --release -q -p seckill-dataplane -p seckill-simulator
 . bench/lib.sh
 start_redis
-mkdir -p "$work/content"
-head -c 65536 /dev/urandom > "$work/content/midnight-sessions.zip"
 sed -e 's/^hold_ttl_s = .*/hold_ttl_s = 5/' config/campaigns/demo.toml > "$work/campaign.toml"
-dport=$(port)
-cat > "$work/dp.toml" <<TOML
-content_dir = "$work/content"
-[admin]
-listen = ""
-[worker]
-db = "$work/orders.sqlite"
-[limits]
-ip_rate = 50
-ip_burst = 100
-TOML
-target/release/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.0.1:$dport" \
-    --redis "$redis" --secret-file "$work/secret" 2>"$work/dataplane.log" &
-node=$!
-pids+=($node)
-wait_http "http://127.0.0.1:$dport"
+launch_node "$(nproc)"
 
 csv=bench/soak.csv
 echo "second,launches,rss_kb,open_files,redis_bytes" > "$csv"

@@ -21,6 +21,21 @@ node() {
     --appendonly yes --appendfsync always --save "" \
     --pidfile "$dir/$1/redis.pid" --logfile "$dir/$1/redis.log"
 }
+# until_nodes N PATTERN COMMAND...: waits (10 s at most) until N nodes' answer to
+# COMMAND matches PATTERN.
+until_nodes() {
+  local want=$1 pattern=$2 n
+  shift 2
+  for _ in $(seq 100); do
+    n=0
+    for p in $ports; do
+      redis-cli -p "$p" "$@" | grep -q "$pattern" && n=$((n + 1))
+    done
+    [ "$n" -ge "$want" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
 case $cmd in
 node)
   node "$base"
@@ -34,25 +49,11 @@ start)
     redis-cli --cluster create $(for p in $ports; do printf '127.0.0.1:%s ' "$p"; done) \
       --cluster-replicas 1 --cluster-yes >"$dir/create.log"
   fi
-  for _ in $(seq 100); do
-    ok=0
-    for p in $ports; do
-      redis-cli -p "$p" cluster info | grep -q 'cluster_state:ok' && ok=$((ok + 1))
-    done
-    [ "$ok" = 6 ] && break
-    sleep 0.1
-  done
-  [ "$ok" = 6 ] || { echo "cluster did not become ready; see $dir/create.log and $dir/*/redis.log" >&2; exit 1; }
+  until_nodes 6 'cluster_state:ok' cluster info ||
+    { echo "cluster did not become ready; see $dir/create.log and $dir/*/redis.log" >&2; exit 1; }
   # Every replica in sync with its master, so a write can be confirmed (WAIT) at once.
-  for _ in $(seq 100); do
-    up=0
-    for p in $ports; do
-      redis-cli -p "$p" info replication | grep -q 'master_link_status:up' && up=$((up + 1))
-    done
-    [ "$up" = 3 ] && break
-    sleep 0.1
-  done
-  [ "$up" = 3 ] || { echo "replicas did not catch up with their masters" >&2; exit 1; }
+  until_nodes 3 'master_link_status:up' info replication ||
+    { echo "replicas did not catch up with their masters" >&2; exit 1; }
   echo "redis cluster ready: masters and replicas on 127.0.0.1:$base-$((base + 5)) ($dir/)"
   echo "use it with --redis redis://127.0.0.1:$base"
   ;;

@@ -617,41 +617,23 @@ impl Node {
             if link.load.get() >= MAX_IN_FLIGHT {
                 return Err(StoreError::Unavailable);
             }
-            let asked = if asking {
+            let queue = |cmd: &Cmd| {
                 let (reply, rx) = oneshot::channel();
-                let bytes = redis::cmd("ASKING").get_packed_command();
-                let durable = false;
-                if link
-                    .out
-                    .unbounded_send(Request {
-                        bytes,
-                        reply,
-                        durable,
-                    })
-                    .is_err()
-                {
-                    return Err(StoreError::Unavailable);
-                }
+                let request = Request {
+                    bytes: cmd.get_packed_command(),
+                    reply,
+                    durable: is_script(cmd),
+                };
+                link.out.unbounded_send(request).ok()?;
                 link.load.set(link.load.get() + 1);
                 Some(rx)
+            };
+            let asked = if asking {
+                Some(queue(&redis::cmd("ASKING")).ok_or(StoreError::Unavailable)?)
             } else {
                 None
             };
-            let (reply, rx) = oneshot::channel();
-            let bytes = cmd.get_packed_command();
-            let durable = is_script(cmd);
-            if link
-                .out
-                .unbounded_send(Request {
-                    bytes,
-                    reply,
-                    durable,
-                })
-                .is_err()
-            {
-                return Err(StoreError::Unavailable);
-            }
-            link.load.set(link.load.get() + 1);
+            let rx = queue(cmd).ok_or(StoreError::Unavailable)?;
             (asked, rx)
         };
         let timeout = Timer::new(Duration::from_millis(self.cfg.command_timeout_ms));

@@ -394,10 +394,10 @@ impl Inner {
             Topology::Unknown => None,
             Topology::Single => nodes.first().cloned(),
             Topology::Cluster => {
-                let i = match routing_key(cmd) {
-                    Some(key) => self.slots.borrow()[slot_of(key)],
-                    None => 0,
-                };
+                // A command without a key goes to the master of slot 0: a master that
+                // serves now, whichever node that is after a failover.
+                let slot = routing_key(cmd).map_or(0, slot_of);
+                let i = self.slots.borrow()[slot];
                 nodes.get(usize::from(i)).cloned()
             }
         }

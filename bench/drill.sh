@@ -11,7 +11,8 @@
 # Redis), oversell, per-user limit breaches, duplicate deliveries, orders missing from the
 # store, units stranded after the drain (holds past their deadline, transfers in flight),
 # and the time from the fault's end (the process restarted) until the node is ready
-# again (`/readyz`: every shard has Redis and the control plane).
+# again (`/readyz`: every shard has Redis and the control plane); and the run's purchase
+# p99 (from the planned send), which shows whether refusals stayed fast.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rate=${1:-1500}
@@ -25,7 +26,7 @@ head -c 65536 /dev/urandom > "$work/content/midnight-sessions.zip"
 sed -e 's/^hold_ttl_s = .*/hold_ttl_s = 8/' config/campaigns/demo.toml > "$work/campaign.toml"
 redis_up() {
   redis-server --port "$rport" --bind 127.0.0.1 --dir "$work/redis" --appendonly yes \
-      --appendfsync always --save "" >>"$work/redis.log" 2>&1 &
+      --appendfsync always --save "" --enable-debug-command local >>"$work/redis.log" 2>&1 &
   redis_pid=$!
   pids+=($redis_pid)
   for _ in $(seq 100); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.05; done
@@ -71,6 +72,11 @@ fault_worker() {
   kill -9 "$worker_pid"; wait "$worker_pid" 2>/dev/null || true
   sleep 1
   worker_up
+}
+fault_redis_slow() {
+  sleep 2
+  # Redis answers nothing for 10 s: the breaker opens and purchases are refused at once.
+  redis-cli -p "$rport" DEBUG SLEEP 10 >/dev/null
 }
 fault_redis() {
   sleep 2
@@ -132,7 +138,8 @@ twice = len(c["delivered_twice"])
 missing = len(c["missing"])
 stranded = len(c["overdue_holds"]) + len(c["orphaned_holds"]) + l["in_transit"]
 bad = lost or oversell or limit or twice or missing or stranded or c["violations"]
-print(f"{name:<22} {lost:>5} {oversell:>8} {limit:>6} {twice:>6} {missing:>7} {stranded:>8} {recovered - ended:>9.2f} s  {'ok' if not bad else 'FAILED: ' + '; '.join(c['violations'])}")
+p99 = r["purchase_latency"]["p99_ms"]
+print(f"{name:<22} {lost:>5} {oversell:>8} {limit:>6} {twice:>6} {missing:>7} {stranded:>8} {recovered - ended:>9.2f} s {p99:>9.1f} ms  {'ok' if not bad else 'FAILED: ' + '; '.join(c['violations'])}")
 PY
 )
   echo "$row" >&2
@@ -144,7 +151,8 @@ drill "no fault (reference)" fault_none
 drill "data plane SIGKILL x3" fault_dataplane
 drill "worker SIGKILL" fault_worker
 drill "redis down 5 s" fault_redis
+drill "redis hung 10 s" fault_redis_slow
 
-printf '%-22s %5s %8s %6s %6s %7s %8s %11s\n' drill lost oversell limit twice missing stranded recovered
+printf '%-22s %5s %8s %6s %6s %7s %8s %11s %12s\n' drill lost oversell limit twice missing stranded recovered "purchase p99"
 for r in "${rows[@]}"; do echo "$r"; done
 [ "$failed" = 0 ] || { echo "$failed drill(s) failed" >&2; exit 1; }

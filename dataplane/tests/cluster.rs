@@ -163,13 +163,7 @@ fn check(
 
 fn sale(cluster: &Cluster, nodes: [&Node; 2], id: &str, units: u64, limit: u32) {
     open_sale(cluster, nodes[0], spec(id, units, PARTITIONS, limit));
-    wait_until("the second node to sell", Duration::from_secs(5), || {
-        nodes[1]
-            .client()
-            .get(&format!("/api/campaigns/{id}"), None)
-            .1["state"]
-            == "live"
-    });
+    common::wait_state(nodes[1], id, "live");
 }
 
 #[test]

@@ -419,9 +419,7 @@ fn codes_from_the_pool_go_to_one_order_each() {
     control::arm(&mut con, "keys").expect("arm");
     control::act(&mut con, "keys", seckill_dataplane::campaign::Action::Start).expect("start");
     let c = node.client();
-    wait_for("the sale", Duration::from_secs(5), || {
-        c.get("/api/campaigns/keys", None).1["state"] == "live"
-    });
+    common::wait_state(&node, "keys", "live");
     let held = crowd(&node, "keys", 0..30, 6);
     for (token, id) in &held {
         assert_eq!(c.pay(id, token).0, 200);

@@ -579,14 +579,22 @@ pub fn open_sale(redis: &impl RedisUrl, node: &Node, spec: CampaignSpec) {
     control::create(&mut con, spec).expect("create");
     control::arm(&mut con, &id).expect("arm");
     control::act(&mut con, &id, Action::Start).expect("start");
-    // Every shard learns of it on its own; fresh connections land on different shards.
+    wait_state(node, &id, "live");
+}
+
+/// Waits until every shard of `node` shows campaign `id` in `state`. Each shard learns
+/// of a change on its own, at the latest by its next control-plane poll (`control.poll_ms`,
+/// 250 ms); fresh connections land on any shard. Once 16 fresh connections agree, one
+/// more poll interval covers a shard none of them reached.
+pub fn wait_state(node: &Node, id: &str, state: &str) {
     wait_until(
-        "every shard to see the sale",
+        &format!("every shard to see {id} {state}"),
         Duration::from_secs(5),
         || {
-            (0..8).all(|_| {
-                node.client().get(&format!("/api/campaigns/{id}"), None).1["state"] == "live"
+            (0..16).all(|_| {
+                node.client().get(&format!("/api/campaigns/{id}"), None).1["state"] == state
             })
         },
     );
+    std::thread::sleep(Duration::from_millis(300));
 }

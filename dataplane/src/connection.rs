@@ -48,7 +48,8 @@ impl Connection {
     }
 
     /// Runs a pipeline: one round trip on one server; on a cluster, each command on its
-    /// slot's master, in order.
+    /// slot's master, in order, every reply kept (also those marked `ignore()`: read such
+    /// pipelines as `()`).
     pub fn pipeline<T: FromRedisValue>(&mut self, pipe: &Pipeline) -> RedisResult<T> {
         match self {
             Connection::Single(con) => pipe.query(con),
@@ -60,15 +61,6 @@ impl Connection {
                 T::from_redis_value(Value::Array(replies)).map_err(Into::into)
             }
         }
-    }
-
-    /// Publishes on a channel; on a cluster the message reaches subscribers on every node.
-    pub fn publish(&mut self, channel: &str, message: &str) -> RedisResult<i64> {
-        Cmd::new()
-            .arg("PUBLISH")
-            .arg(channel)
-            .arg(message)
-            .query(self)
     }
 }
 

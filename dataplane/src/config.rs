@@ -154,6 +154,9 @@ pub struct ControlConfig {
     pub poll_ms: u64,
     /// How often the rebalancer evens out stock and replays unfinished transfers.
     pub rebalance_ms: u64,
+    /// How far this node's clock may be from Redis's before the node reports itself not
+    /// ready. Sales open by Redis's clock whatever the offset (see `clock`).
+    pub max_clock_skew_ms: u64,
 }
 
 impl Default for Config {
@@ -215,6 +218,7 @@ impl Default for ControlConfig {
         ControlConfig {
             poll_ms: 250,
             rebalance_ms: 1_000,
+            max_clock_skew_ms: 1_000,
         }
     }
 }
@@ -412,6 +416,7 @@ impl Config {
             ("redis_client.idempotency_ttl_s", r.idempotency_ttl_s),
             ("control.poll_ms", self.control.poll_ms),
             ("control.rebalance_ms", self.control.rebalance_ms),
+            ("control.max_clock_skew_ms", self.control.max_clock_skew_ms),
             ("token_ttl_s", self.token_ttl_s),
             ("download_ttl_s", self.download_ttl_s),
             ("worker.claim_idle_ms", self.worker.claim_idle_ms),

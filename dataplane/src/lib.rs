@@ -15,12 +15,13 @@
 //! and delivers paid orders) and [`reconcile`] (the ledger across Redis, the streams and
 //! every order store).
 //!
-//! Beside the hot path: [`campaign`] (the model), [`control`] (the control plane, for the
+//! Beside the hot path: [`campaign`] (the model), [`clock`] (the sale's clock, Redis's), [`control`] (the control plane, for the
 //! CLI and console), [`ledger`] (the Redis side of the invariants), [`telemetry`] (each
 //! node's and worker's record of the last second, for the console) and [`config`].
 
 pub mod auth;
 pub mod campaign;
+pub mod clock;
 pub mod config;
 pub mod connection;
 pub mod control;
@@ -38,9 +39,7 @@ pub mod shard;
 pub mod store;
 pub mod telemetry;
 
-/// Milliseconds since the Unix epoch, by this machine's clock.
+/// Milliseconds since the Unix epoch on the sale's clock (see [`clock`]).
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    clock::now_ms()
 }

@@ -324,6 +324,19 @@ pub fn render(m: &Metrics, campaigns: &[CampaignGauges]) -> String {
         "seckill_start_time_seconds {}",
         m.started_ms as f64 / 1000.0
     );
+    if let Some(offset) = crate::clock::offset_ms() {
+        header(
+            &mut out,
+            "seckill_clock_offset_seconds",
+            "gauge",
+            "Redis's clock minus this node's; sales open by Redis's clock.",
+        );
+        let _ = writeln!(
+            out,
+            "seckill_clock_offset_seconds {}",
+            offset as f64 / 1000.0
+        );
+    }
 
     header(
         &mut out,

@@ -345,9 +345,28 @@ fn to_map(v: Value) -> Option<HashMap<String, String>> {
     )
 }
 
+/// Measures this machine's clock against Redis's (see [`crate::clock`]).
+async fn sample_clock(shard: &Shard) -> Result<(), StoreError> {
+    let (sent, sent_ms) = (std::time::Instant::now(), crate::clock::local_ms());
+    let t = items(shard.store.conn.query(&redis::cmd("TIME")).await?)?;
+    let (rtt, received_ms) = (sent.elapsed(), crate::clock::local_ms());
+    if let (Some(s), Some(us)) = (store::int(t.first()), store::int(t.get(1))) {
+        crate::clock::observe(
+            sent_ms,
+            crate::clock::redis_time_ms(s, us),
+            received_ms,
+            rtt,
+        );
+    }
+    Ok(())
+}
+
 async fn sync_loop(shard: Rc<Shard>, wake: LocalReceiver<()>) {
     let poll = Duration::from_millis(shard.settings.control.poll_ms);
     loop {
+        if let Err(e) = sample_clock(&shard).await {
+            tracing::debug!(shard = shard.index, error = %e, "clock sample failed");
+        }
         if let Err(e) = shard.sync().await {
             tracing::debug!(shard = shard.index, error = %e, "control sync failed");
         }

@@ -1,7 +1,8 @@
 //! The admin listener, served by shard 0 on its own address: `GET /metrics` (Prometheus
 //! text, every shard's counters summed, each campaign's stock read from Redis),
 //! `GET /healthz` (the process answers) and `GET /readyz` (every shard has Redis and has
-//! read the control plane). With a token configured, every request must bring it.
+//! read the control plane, and the clock is within `control.max_clock_skew_ms` of Redis's).
+//! With a token configured, every request must bring it.
 
 use glommio::net::TcpStream;
 use hyper::body::Incoming;
@@ -70,7 +71,10 @@ async fn answer(shard: &Shard, metrics: &Metrics, req: Request<Incoming>) -> Rep
     }
     match req.uri().path() {
         "/healthz" => json(StatusCode::OK, &json!({ "status": "ok" })),
-        "/readyz" => match metrics.ready() {
+        "/readyz" => match metrics
+            .ready()
+            .and_then(|()| crate::clock::check(shard.settings.control.max_clock_skew_ms))
+        {
             Ok(()) => json(StatusCode::OK, &json!({ "status": "ready" })),
             Err(reason) => json(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -12,6 +12,11 @@ use crate::http::{authenticate, read_json, ApiError};
 use crate::shard::Shard;
 use crate::store::{Purchase, PurchaseRequest};
 
+/// Within this long of the opening or the end, the shard leaves the verdict to the
+/// purchase script, which reads Redis's clock: the shard's own is corrected to Redis's
+/// only to within half a round trip (see [`crate::clock`]).
+const EDGE_MS: i64 = 50;
+
 fn held(order_id: &str, pay_by_ms: i64) -> Reply {
     ok(&serde_json::json!({
         "order_id": order_id,
@@ -38,12 +43,14 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
                 }),
                 State::Paused => Some(ApiError::Paused),
                 State::Ended => Some(ApiError::Ended),
-                State::Live if c.starts_at_ms.is_some_and(|s| now < s) => {
+                State::Live if c.starts_at_ms.is_some_and(|s| now < s - EDGE_MS) => {
                     Some(ApiError::NotStarted {
                         starts_at_ms: c.starts_at_ms,
                     })
                 }
-                State::Live if c.ends_at_ms.is_some_and(|e| now >= e) => Some(ApiError::Ended),
+                State::Live if c.ends_at_ms.is_some_and(|e| now >= e + EDGE_MS) => {
+                    Some(ApiError::Ended)
+                }
                 State::Live if v.sold_out => Some(ApiError::SoldOut),
                 State::Live => None,
             };

@@ -114,6 +114,26 @@ impl Breaker {
         }
     }
 
+    /// Hears that Redis owes `waiting` replies, the oldest for `oldest`. With at least
+    /// `min_calls` waiting and the oldest slower than a slow call, every one of them will
+    /// count as failed when it ends: the breaker opens now rather than when they do, so
+    /// the calls that follow are refused at once while Redis is stuck. Returns whether it
+    /// opened.
+    pub fn stalled(&mut self, waiting: usize, oldest: Duration, now: Instant) -> bool {
+        let stuck = self.state == State::Closed
+            && waiting >= self.cfg.min_calls as usize
+            && oldest > Duration::from_millis(self.cfg.slow_call_ms);
+        if stuck {
+            self.open(now);
+        }
+        stuck
+    }
+
+    /// How late the oldest reply may be before [`Breaker::stalled`] may open the breaker.
+    pub fn slow_call(&self) -> Duration {
+        Duration::from_millis(self.cfg.slow_call_ms)
+    }
+
     fn open(&mut self, now: Instant) {
         self.state = State::Open {
             until: now + Duration::from_millis(self.cfg.open_ms),
@@ -189,5 +209,21 @@ mod tests {
             b.record(true, FAST, later);
         }
         assert_eq!(b.state(), State::Closed, "the old failures left the window");
+    }
+
+    #[test]
+    fn a_crowd_of_calls_waiting_on_a_stuck_redis_opens_it_before_they_end() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(cfg(), t0);
+        let slow = Duration::from_millis(101);
+        assert!(!b.stalled(3, slow, t0), "fewer than min_calls waiting");
+        assert!(!b.stalled(10, FAST, t0), "late, but not yet slow");
+        assert!(b.stalled(4, slow, t0));
+        assert!(
+            !b.allow(t0 + Duration::from_millis(10)),
+            "later calls refused at once"
+        );
+        assert!(!b.stalled(4, slow, t0), "already open");
+        assert!(b.allow(t0 + Duration::from_secs(1)), "then a probe");
     }
 }

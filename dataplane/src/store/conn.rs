@@ -839,13 +839,27 @@ async fn run_link(inner: &Rc<Node>, stream: TcpStream, mut decoder: Decoder) {
         }
     };
     let watchdog = async {
-        let tick = (timeout / 4).max(Duration::from_millis(5));
+        let slow = inner.breaker.borrow().slow_call();
+        let tick = (timeout / 4).min(slow / 2).max(Duration::from_millis(5));
         loop {
             Timer::new(tick).await;
-            let oldest = waiting.borrow().front().map(|o| o.since().elapsed());
-            if oldest.is_some_and(|age| age > timeout) {
+            let (owed, oldest) = {
+                let w = waiting.borrow();
+                (w.len(), w.front().map(|o| o.since().elapsed()))
+            };
+            let Some(age) = oldest else { continue };
+            if age > timeout {
                 tracing::warn!(host = %inner.target.host, port = inner.target.port, "redis stopped answering; dropping the connection");
                 return;
+            }
+            // Calls still waiting keep their chance until the command timeout; the ones
+            // that come meanwhile are refused at once.
+            if inner
+                .breaker
+                .borrow_mut()
+                .stalled(owed, age, Instant::now())
+            {
+                tracing::warn!(host = %inner.target.host, port = inner.target.port, waiting = owed, late_ms = age.as_millis() as u64, "redis is not answering; circuit breaker open");
             }
         }
     };

@@ -38,6 +38,8 @@ pub struct Tally {
     /// they were sent; "delivered" is from the payment's answer to the first view of the
     /// order as delivered (views 10, 30, 70, 150 … ms after it, then every 500 ms).
     pub routes: BTreeMap<&'static str, Histogram<u64>>,
+    /// Purchase latency by outcome (status and error code), µs from the planned instant.
+    pub purchase_by_outcome: BTreeMap<String, Histogram<u64>>,
     /// How late the thread sent requests compared with the plan, µs.
     pub send_lag_us: Histogram<u64>,
     /// Orders held, by persona and user (to see who won the units).
@@ -48,6 +50,10 @@ pub struct Tally {
     pub downloaded: u64,
     /// Retries that got an answer other than their first.
     pub retry_mismatches: u64,
+    /// Purchases answered 200 before the opening, by this machine's clock.
+    pub sold_before_opening: u64,
+    /// By target index: when its first purchase was answered 200, ms since the epoch.
+    pub first_sale_ms: BTreeMap<usize, i64>,
     /// Every request sent, by route.
     pub sent: BTreeMap<&'static str, u64>,
     /// Requests that got no HTTP answer.
@@ -77,12 +83,15 @@ impl Tally {
         Tally {
             outcomes: BTreeMap::new(),
             routes: BTreeMap::new(),
+            purchase_by_outcome: BTreeMap::new(),
             send_lag_us: histogram(),
             held: Vec::new(),
             paid: 0,
             delivered: 0,
             downloaded: 0,
             retry_mismatches: 0,
+            sold_before_opening: 0,
+            first_sale_ms: BTreeMap::new(),
             sent: BTreeMap::new(),
             failed: 0,
             unsent: 0,
@@ -98,12 +107,24 @@ impl Tally {
         for (route, h) in o.routes {
             let _ = self.routes.entry(route).or_insert_with(histogram).add(&h);
         }
+        for (outcome, h) in o.purchase_by_outcome {
+            let _ = self
+                .purchase_by_outcome
+                .entry(outcome)
+                .or_insert_with(histogram)
+                .add(&h);
+        }
         let _ = self.send_lag_us.add(&o.send_lag_us);
         self.held.extend(o.held);
         self.paid += o.paid;
         self.delivered += o.delivered;
         self.downloaded += o.downloaded;
         self.retry_mismatches += o.retry_mismatches;
+        self.sold_before_opening += o.sold_before_opening;
+        for (target, at) in o.first_sale_ms {
+            let mine = self.first_sale_ms.entry(target).or_insert(at);
+            *mine = (*mine).min(at);
+        }
         for (route, n) in o.sent {
             *self.sent.entry(route).or_default() += n;
         }
@@ -180,6 +201,8 @@ pub struct Context {
     /// Tickets earned before the sale, by account (campaigns that require them).
     pub tickets: Vec<Option<String>>,
     pub start: Instant,
+    /// When the sale opens, ms since the Unix epoch by this machine's clock.
+    pub opens_ms: i64,
     /// Requests still unanswered this long after the plan ends are given up.
     pub deadline: Instant,
 }
@@ -317,9 +340,22 @@ async fn session(
         };
         counter.fetch_add(1, Relaxed);
         ctx.progress.answered.fetch_add(1, Relaxed);
-        *t.outcomes.entry((a.persona, outcome(&r))).or_default() += 1;
+        let said = outcome(&r);
+        t.purchase_by_outcome
+            .entry(said.clone())
+            .or_insert_with(histogram)
+            .record(took)
+            .ok();
+        *t.outcomes.entry((a.persona, said)).or_default() += 1;
         if let Some(o) = &order {
             t.held.push((a.persona, a.user, o.clone()));
+            let now = seckill_dataplane::now_ms();
+            if now < ctx.opens_ms {
+                t.sold_before_opening += 1;
+            }
+            let target = client.target_index(a.ip);
+            let first = t.first_sale_ms.entry(target).or_insert(now);
+            *first = (*first).min(now);
         }
     }
     let order = if a.retries {

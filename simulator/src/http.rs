@@ -170,8 +170,13 @@ impl Client {
         }
     }
 
+    /// The target a source address talks to, by its index.
+    pub fn target_index(&self, ip: Ipv4Addr) -> usize {
+        u32::from(ip) as usize % self.targets.len()
+    }
+
     fn target_of(&self, ip: Ipv4Addr) -> SocketAddr {
-        self.targets[u32::from(ip) as usize % self.targets.len()]
+        self.targets[self.target_index(ip)]
     }
 
     fn take(&self, ip: Ipv4Addr) -> Option<Conn> {

@@ -85,6 +85,9 @@ pub struct Report {
     pub outcomes: BTreeMap<String, BTreeMap<String, u64>>,
     /// Purchases, from their planned instant (the headline figure).
     pub purchase_latency: Latency,
+    /// Purchases by outcome (status and error code), from the planned instant: whether
+    /// refusals stay fast when the node cannot reach Redis.
+    pub purchase_latency_by_outcome: BTreeMap<String, Latency>,
     /// Every route, from when each request was sent; "purchase" from the planned
     /// instant; "delivered" from a payment's answer to the buyer seeing the order
     /// delivered (the buyer looks 10, 30, 70, 150 … ms after paying, then every 500 ms).
@@ -100,6 +103,10 @@ pub struct Report {
     pub delivered: u64,
     pub downloaded: u64,
     pub retry_mismatches: u64,
+    /// Purchases answered 200 before the sale opened, by the simulator's clock.
+    pub sold_before_opening: u64,
+    /// By target: the first purchase answered 200, in ms after the opening.
+    pub first_sale_after_opening_ms: BTreeMap<String, i64>,
     pub ledger: Ledger,
     /// Redis, the order streams and the order stores compared, when stores are given.
     pub reconciliation: Option<reconcile::Report>,
@@ -160,7 +167,9 @@ fn tokens(target: &str, names: &[String], threads: usize) -> anyhow::Result<Vec<
 }
 
 /// Creates and arms a fresh copy of the campaign file; the run starts it on time.
-fn prepare_sale(s: &Scenario, file: &std::path::Path) -> anyhow::Result<String> {
+/// Creates and arms a fresh copy of the campaign in `file`. A scheduled one gets its
+/// `starts_at` (returned) far enough ahead for the run to set up, and is started at once.
+fn prepare_sale(s: &Scenario, file: &std::path::Path) -> anyhow::Result<(String, Option<i64>)> {
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("campaign.create: reading {}", file.display()))?;
     let mut spec =
@@ -170,14 +179,22 @@ fn prepare_sale(s: &Scenario, file: &std::path::Path) -> anyhow::Result<String> 
         "{}-sim{stamp}",
         spec.id.chars().take(16).collect::<String>()
     );
-    spec.starts_at = None;
+    // Set-up before the opening: the nodes see the campaign, shoppers earn their tickets.
+    let set_up_ms = if spec.require_ticket { 20_000 } else { 2_000 };
+    let starts_at = s.campaign.scheduled.then(|| {
+        seckill_dataplane::now_ms() + set_up_ms + (s.campaign.starts_in_s * 1000.0) as i64
+    });
+    spec.starts_at = starts_at.map(format_instant_ms);
     spec.ends_at = None;
     let mut con =
         control::connect(&s.redis).with_context(|| format!("redis: connecting to {}", s.redis))?;
     let id = spec.id.clone();
     control::create(&mut con, spec)?;
     control::arm(&mut con, &id)?;
-    Ok(id)
+    if starts_at.is_some() {
+        control::act(&mut con, &id, Action::Start)?;
+    }
+    Ok((id, starts_at))
 }
 
 pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -242,16 +259,21 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
         }
         None => tokens(urls[0], &names, 8)?,
     };
-    let (campaign, created) = match (&s.campaign.create, &s.campaign.id) {
-        (Some(file), _) => (prepare_sale(s, file)?, true),
-        (None, Some(id)) => (id.clone(), false),
+    let (campaign, created, scheduled) = match (&s.campaign.create, &s.campaign.id) {
+        (Some(file), _) => {
+            let (id, starts_at) = prepare_sale(s, file)?;
+            (id, true, starts_at)
+        }
+        (None, Some(id)) => (id.clone(), false, None),
         (None, None) => bail!("campaign: give create or id"),
     };
     let mut con =
         control::connect(&s.redis).with_context(|| format!("redis: connecting to {}", s.redis))?;
     let existing = control::get(&mut con, &campaign)?;
-    // A campaign created here, or an existing one still armed, is opened on time.
-    let opens = created || existing.state == seckill_dataplane::campaign::State::Armed;
+    // A campaign created here, or an existing one still armed, is opened on time (a
+    // scheduled one by its clock).
+    let opens = scheduled.is_none()
+        && (created || existing.state == seckill_dataplane::campaign::State::Armed);
     let spec = existing.spec;
     let agent = ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(5))
@@ -283,10 +305,21 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
         (vec![None; tokens.len()], Tally::new())
     };
 
-    let lead = Duration::from_millis(500);
-    let start = Instant::now() + lead;
-    let opens_in = lead + Duration::from_secs_f64(s.campaign.starts_in_s);
-    let opens_ms = seckill_dataplane::now_ms() + opens_in.as_millis() as i64;
+    let starts_in_ms = (s.campaign.starts_in_s * 1000.0) as i64;
+    let lead_ms = match scheduled {
+        Some(at) => at - starts_in_ms - seckill_dataplane::now_ms(),
+        None => 500,
+    };
+    if lead_ms < 0 {
+        bail!(
+            "campaign.scheduled: the sale opened before the run could start (set-up took {} ms too long)",
+            -lead_ms
+        );
+    }
+    let start = Instant::now() + Duration::from_millis(lead_ms as u64);
+    let opens_in = Duration::from_millis((lead_ms + starts_in_ms) as u64);
+    let opens_ms =
+        scheduled.unwrap_or_else(|| seckill_dataplane::now_ms() + opens_in.as_millis() as i64);
     let opener = opens.then(|| {
         let (redis, id) = (s.redis.clone(), campaign.clone());
         std::thread::spawn(move || -> anyhow::Result<()> {
@@ -306,6 +339,7 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
         tokens,
         tickets,
         start,
+        opens_ms,
         deadline: start + Duration::from_secs_f64(s.duration_s) + engine::GRACE,
     });
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -507,6 +541,11 @@ fn build_report(
         unsent: t.unsent,
         outcomes,
         route_latency,
+        purchase_latency_by_outcome: t
+            .purchase_by_outcome
+            .iter()
+            .map(|(o, h)| (o.clone(), Latency::of(h)))
+            .collect(),
         send_lag: Latency::of(&t.send_lag_us),
         purchase_latency,
         units_won,
@@ -516,6 +555,12 @@ fn build_report(
         delivered: t.delivered,
         downloaded: t.downloaded,
         retry_mismatches: t.retry_mismatches,
+        sold_before_opening: t.sold_before_opening,
+        first_sale_after_opening_ms: t
+            .first_sale_ms
+            .iter()
+            .filter_map(|(i, at)| Some((s.targets().get(*i)?.to_string(), at - opens_ms)))
+            .collect(),
         ledger,
         reconciliation,
         failures,
@@ -560,6 +605,12 @@ pub fn summary(r: &Report) -> String {
         "buyers: {} paid, {} saw their order delivered, {} downloaded it\n",
         r.paid, r.delivered, r.downloaded
     );
+    if r.scenario.campaign.scheduled {
+        out += &format!(
+            "opening: {} sold before it; first sale after it, ms: {:?}\n",
+            r.sold_before_opening, r.first_sale_after_opening_ms
+        );
+    }
     out += &format!("ledger: {}\n", r.ledger);
     if let Some(rec) = &r.reconciliation {
         out += &format!(

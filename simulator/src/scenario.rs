@@ -47,6 +47,11 @@ pub struct CampaignChoice {
     pub id: Option<String>,
     #[serde(default)]
     pub starts_in_s: f64,
+    /// Open the sale by its clock: the fresh campaign gets `starts_at` at the opening
+    /// instant and is started at once, so the nodes' and Redis's clocks decide when the
+    /// first unit sells (otherwise `start` is sent at the opening instant).
+    #[serde(default)]
+    pub scheduled: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -145,6 +150,9 @@ pub struct Overrides {
     pub campaign: Option<String>,
     #[arg(long)]
     pub starts_in_s: Option<f64>,
+    /// Open the created campaign by its `starts_at` rather than by `start`.
+    #[arg(long)]
+    pub scheduled: bool,
     #[arg(long, value_enum)]
     pub profile: Option<Profile>,
     #[arg(long)]
@@ -240,6 +248,9 @@ impl Scenario {
         if o.max_bot_units.is_some() {
             self.thresholds.max_bot_units = o.max_bot_units;
         }
+        if o.scheduled {
+            self.campaign.scheduled = true;
+        }
         if o.fail_on.is_some() {
             self.thresholds.fail_on = o.fail_on.clone();
         }
@@ -271,6 +282,9 @@ impl Scenario {
         }
         if self.campaign.create.is_some() == self.campaign.id.is_some() {
             bail!("campaign: give exactly one of create (a campaign file) or id (an existing campaign)");
+        }
+        if self.campaign.scheduled && self.campaign.create.is_none() {
+            bail!("campaign.scheduled: only a campaign created for the run (campaign.create) can be scheduled");
         }
         if !(self.campaign.starts_in_s >= 0.0 && self.campaign.starts_in_s < self.duration_s) {
             bail!("campaign.starts_in_s: must be 0 or more and less than duration_s");

@@ -38,6 +38,7 @@ pub const METRICS: &[&str] = &[
     "undelivered",
     "delivered_twice",
     "retry_mismatches",
+    "sold_before_opening",
     "achieved_ratio",
 ];
 
@@ -122,6 +123,7 @@ fn value(r: &Report, metric: &str) -> f64 {
             .map(|(_, n)| *n as f64)
             .sum(),
         "retry_mismatches" => r.retry_mismatches as f64,
+        "sold_before_opening" => r.sold_before_opening as f64,
         "achieved_ratio" => r.achieved_per_s / r.offered_per_s.max(f64::MIN_POSITIVE),
         _ => f64::NAN,
     }

@@ -8,10 +8,12 @@
 //! - [`run`]: sets up the sale, runs, reports who won, checks the ledger and thresholds;
 //! - [`plot`]: the run over time as an SVG;
 //! - [`verdict`]: thresholds as conditions on the report (`--fail-on`);
-//! - [`burst`]: a simple closed-loop burst (the demo's).
+//! - [`burst`]: a simple closed-loop burst (the demo's);
+//! - [`flood`]: malformed and slow-loris connections, to run beside a surge.
 
 pub mod burst;
 pub mod engine;
+pub mod flood;
 pub mod http;
 pub mod plan;
 pub mod plot;

@@ -1,7 +1,7 @@
 //! `seckill-sim`: traffic against a seckill data plane — surges, bots, and a verdict.
 
 use clap::{Parser, Subcommand};
-use seckill_simulator::{burst, run};
+use seckill_simulator::{burst, flood, run};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -21,6 +21,8 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// A closed-loop burst of real purchases from many users, then the outcome and the ledger.
     Burst(burst::BurstArgs),
+    /// Malformed requests and slow-loris connections against a node, to run beside a surge.
+    Flood(flood::FloodArgs),
 }
 
 fn main() -> ExitCode {
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
     let result = match args.command {
         Command::Run(a) => run::run(&a),
         Command::Burst(a) => burst::run(&a),
+        Command::Flood(a) => flood::run(&a),
     };
     match result {
         Ok(code) => code,

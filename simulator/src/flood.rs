@@ -1,0 +1,290 @@
+//! `seckill-sim flood`: abusive connections against a data plane, to run beside a surge.
+//! Two kinds at once, from their own source addresses (127.3.0.0/16):
+//! - **malformed** requests at a steady rate, each on a fresh connection, cycling through
+//!   broken framing (TLS on the plain port, bad methods, oversized heads and request
+//!   lines, unreadable or lying lengths, headers without a colon, broken JSON); each
+//!   answer's status is counted;
+//! - **slow-loris** connections held open by trickling a head a header line at a time;
+//!   when the node closes one, another takes its place.
+//!
+//! Every malformed request must get a 4xx or a close, never a 5xx or a hang.
+
+use anyhow::Context as _;
+use clap::Args;
+use serde::Serialize;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+#[derive(Args, Debug)]
+pub struct FloodArgs {
+    /// The data plane, http://host:port.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub target: String,
+    /// Malformed requests per second, each on a fresh connection.
+    #[arg(long, default_value_t = 200.0)]
+    pub malformed_rate: f64,
+    /// Slow-loris connections kept open at once.
+    #[arg(long, default_value_t = 1000)]
+    pub slow: usize,
+    /// Seconds between two trickles on a slow connection.
+    #[arg(long, default_value_t = 1.0)]
+    pub trickle_s: f64,
+    #[arg(long, default_value_t = 10.0)]
+    pub duration_s: f64,
+    /// Write the report as JSON here ("-" for standard output).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// What the flood saw.
+#[derive(Debug, Default, Serialize)]
+pub struct FloodReport {
+    pub malformed_sent: u64,
+    /// Answers to malformed requests: status code, "closed" (no answer, connection
+    /// closed) or "timeout" (no answer within 5 s), by request kind.
+    pub answers: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Malformed requests answered 5xx or not at all within 5 s.
+    pub mishandled: u64,
+    pub slow_opened: u64,
+    /// Slow connections the node closed (after its header timeout).
+    pub slow_closed: u64,
+    /// The longest a slow connection stayed open before the node closed it, s.
+    pub slow_longest_s: f64,
+    /// Connections the flood could not open.
+    pub connect_failures: u64,
+}
+
+/// The malformed requests, by name.
+fn malformed(kind: usize) -> (&'static str, Vec<u8>) {
+    let long = "a".repeat(16 * 1024);
+    match kind % 9 {
+        0 => (
+            "tls_hello",
+            b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\x00\x00".to_vec(),
+        ),
+        1 => ("bad_method", b"G@T /api/time HTTP/1.1\r\nHost: a\r\n\r\n".to_vec()),
+        2 => (
+            "huge_header",
+            format!("GET /api/time HTTP/1.1\r\nHost: a\r\nX-Big: {long}\r\n\r\n").into_bytes(),
+        ),
+        3 => (
+            "huge_request_line",
+            format!("GET /{long} HTTP/1.1\r\nHost: a\r\n\r\n").into_bytes(),
+        ),
+        4 => (
+            "bad_length",
+            b"POST /api/campaigns/demo/purchase HTTP/1.1\r\nHost: a\r\nContent-Length: abc\r\n\r\n"
+                .to_vec(),
+        ),
+        5 => (
+            "lying_length",
+            b"POST /api/campaigns/demo/purchase HTTP/1.1\r\nHost: a\r\nContent-Length: 1000000\r\n\r\n{\"quantity\":1}"
+                .to_vec(),
+        ),
+        6 => (
+            "no_colon",
+            b"GET /api/time HTTP/1.1\r\nHost: a\r\nnocolonhere\r\n\r\n".to_vec(),
+        ),
+        7 => (
+            "broken_json",
+            b"POST /api/campaigns/demo/purchase HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer x.y.z\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{\"quantit"
+                .to_vec(),
+        ),
+        _ => (
+            "binary_noise",
+            (0..512u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect(),
+        ),
+    }
+}
+
+/// The flood's n-th source address, 127.3.0.1 and up.
+fn source(n: u64) -> SocketAddr {
+    let i = (n % 65_000) as u32 + 1;
+    SocketAddr::from((
+        Ipv4Addr::from(u32::from(Ipv4Addr::new(127, 3, 0, 0)) + i),
+        0,
+    ))
+}
+
+async fn connect(target: SocketAddr, n: u64) -> std::io::Result<TcpStream> {
+    let s = TcpSocket::new_v4()?;
+    s.bind(source(n))?;
+    s.connect(target).await
+}
+
+/// The status of the answer on `s`, or why there was none.
+async fn answer(s: &mut TcpStream) -> String {
+    let mut buf = [0u8; 1024];
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    got.extend_from_slice(&buf[..n]);
+                    if got.windows(2).any(|w| w == b"\r\n") {
+                        return;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    if read.is_err() {
+        return "timeout".into();
+    }
+    match std::str::from_utf8(&got)
+        .ok()
+        .and_then(|l| l.strip_prefix("HTTP/1.1 "))
+    {
+        Some(rest) => rest.chars().take(3).collect(),
+        None => "closed".into(),
+    }
+}
+
+async fn one_malformed(target: SocketAddr, n: u64, report: Rc<RefCell<FloodReport>>) {
+    let (kind, bytes) = malformed(n as usize);
+    let outcome = match connect(target, n).await {
+        Ok(mut s) => {
+            // The node may close before reading it all: the answer still counts.
+            let _ = s.write_all(&bytes).await;
+            answer(&mut s).await
+        }
+        Err(_) => {
+            report.borrow_mut().connect_failures += 1;
+            return;
+        }
+    };
+    let mut r = report.borrow_mut();
+    if outcome == "timeout" || outcome.starts_with('5') {
+        r.mishandled += 1;
+    }
+    *r.answers
+        .entry(kind.to_string())
+        .or_default()
+        .entry(outcome)
+        .or_default() += 1;
+}
+
+/// Keeps one slow connection open until `until`, trickling a header line at a time and
+/// opening another each time the node closes one.
+async fn slow_loris(
+    target: SocketAddr,
+    n: u64,
+    trickle: Duration,
+    until: Instant,
+    report: Rc<RefCell<FloodReport>>,
+) {
+    let mut attempt = 0u64;
+    while Instant::now() < until {
+        attempt += 1;
+        let Ok(mut s) = connect(target, 30_000 + n * 7 + attempt).await else {
+            report.borrow_mut().connect_failures += 1;
+            tokio::time::sleep(trickle).await;
+            continue;
+        };
+        report.borrow_mut().slow_opened += 1;
+        let opened = Instant::now();
+        let head: &[u8] = b"GET /api/time HTTP/1.1\r\nHost: a\r\n";
+        let mut alive = s.write_all(head).await.is_ok();
+        while alive && Instant::now() < until {
+            tokio::time::sleep(trickle).await;
+            alive = s.write_all(b"X-a: b\r\n").await.is_ok();
+            // A node that gave up answers 408 or just closes: look without waiting.
+            let mut buf = [0u8; 256];
+            let looked = tokio::time::timeout(Duration::from_millis(1), s.read(&mut buf));
+            if alive && looked.await.is_ok() {
+                alive = false;
+            }
+        }
+        if !alive {
+            let mut r = report.borrow_mut();
+            r.slow_closed += 1;
+            r.slow_longest_s = r.slow_longest_s.max(opened.elapsed().as_secs_f64());
+        }
+    }
+}
+
+pub fn flood(a: &FloodArgs) -> anyhow::Result<FloodReport> {
+    let target = a
+        .target
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut t| t.next())
+        .with_context(|| format!("--target: cannot resolve {}", a.target))?;
+    if !(a.malformed_rate >= 0.0 && a.malformed_rate <= 100_000.0) {
+        anyhow::bail!("--malformed-rate: must be between 0 and 100000");
+    }
+    if !(a.trickle_s > 0.0 && a.trickle_s <= 60.0) {
+        anyhow::bail!("--trickle-s: must be above 0 and at most 60");
+    }
+    if !(a.duration_s > 0.0 && a.duration_s <= 86_400.0) {
+        anyhow::bail!("--duration-s: must be above 0 and at most 86400");
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let report = Rc::new(RefCell::new(FloodReport::default()));
+    let local = tokio::task::LocalSet::new();
+    let until = Instant::now() + Duration::from_secs_f64(a.duration_s);
+    let trickle = Duration::from_secs_f64(a.trickle_s);
+    local.block_on(&rt, async {
+        for n in 0..a.slow as u64 {
+            tokio::task::spawn_local(slow_loris(target, n, trickle, until, report.clone()));
+        }
+        if a.malformed_rate > 0.0 {
+            let every = Duration::from_secs_f64(1.0 / a.malformed_rate);
+            let start = Instant::now();
+            let mut n = 0u64;
+            while Instant::now() < until {
+                let due = start + every.mul_f64(n as f64);
+                tokio::time::sleep_until(due.into()).await;
+                report.borrow_mut().malformed_sent += 1;
+                tokio::task::spawn_local(one_malformed(target, n, report.clone()));
+                n += 1;
+            }
+        }
+        tokio::time::sleep_until(until.into()).await;
+        // Answers still on their way.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    });
+    Ok(Rc::try_unwrap(report).map_or_else(
+        |r| std::mem::take(&mut *r.borrow_mut()),
+        RefCell::into_inner,
+    ))
+}
+
+pub fn run(a: &FloodArgs) -> anyhow::Result<ExitCode> {
+    let r = flood(a)?;
+    let json = serde_json::to_string_pretty(&r)?;
+    match &a.json {
+        Some(p) if p.as_os_str() == "-" => println!("{json}"),
+        Some(p) => {
+            std::fs::write(p, &json).with_context(|| format!("--json: writing {}", p.display()))?
+        }
+        None => {}
+    }
+    if a.json.as_ref().is_none_or(|p| p.as_os_str() != "-") {
+        println!(
+            "malformed: {} sent, {} mishandled (5xx or no answer in 5 s); slow-loris: {} opened, {} closed by the node (longest {:.1} s); {} connections failed",
+            r.malformed_sent, r.mishandled, r.slow_opened, r.slow_closed, r.slow_longest_s, r.connect_failures
+        );
+        for (kind, answers) in &r.answers {
+            println!("  {kind:<18} {answers:?}");
+        }
+    }
+    Ok(if r.mishandled == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

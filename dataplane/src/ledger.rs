@@ -7,7 +7,7 @@ use redis::Commands;
 use std::collections::{HashMap, HashSet};
 
 use crate::campaign::Campaign;
-use crate::control::{self, ControlError};
+use crate::control::{self, ControlError, PartitionStock};
 use crate::keys::PartitionKeys;
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -54,25 +54,80 @@ impl std::fmt::Display for Ledger {
     }
 }
 
+/// What the ledger reads of one partition.
+#[derive(Debug, Clone, Default)]
+pub struct PartitionRead {
+    pub counters: PartitionStock,
+    /// Its outgoing transfer log: transfer id → `target:units:at`.
+    pub transfers_out: HashMap<String, String>,
+    /// Ids of the transfers it has applied as a target.
+    pub transfers_in: HashSet<String>,
+    /// User → units held or bought.
+    pub buyers: HashMap<String, i64>,
+    /// The quantity of each order in its hold index (0 for an order without a record).
+    pub held_orders: Vec<i64>,
+    /// Orders taken so far.
+    pub seq: i64,
+}
+
 /// Reads every partition of a campaign and checks the ledger. Meant for a quiet moment
 /// (after a surge); under traffic, counters read a few microseconds apart may disagree.
 pub fn check(con: &mut Connection, c: &Campaign) -> Result<Ledger, ControlError> {
     let id = &c.spec.id;
-    let limit = i64::from(c.spec.per_user_limit);
+    // Counters in one transaction, then every applied set, then each partition's log,
+    // buyers and holds: the order the ledger has always been read in, which matters only
+    // under traffic.
     let parts = control::partitions(con, c)?;
-    let mut l = Ledger {
-        campaign: id.clone(),
-        total: c.spec.total as i64,
-        ..Ledger::default()
-    };
-    let mut applied: HashMap<u32, HashSet<String>> = HashMap::new();
-    for p in 0..c.spec.partitions {
-        applied.insert(p, con.smembers(PartitionKeys::new(id, p).transfers_in())?);
-    }
-    let mut bought_units = 0;
-    let mut held_in_orders = 0;
+    let mut applied = Vec::with_capacity(parts.len());
     for part in &parts {
         let k = PartitionKeys::new(id, part.partition);
+        applied.push(con.smembers::<_, HashSet<String>>(k.transfers_in())?);
+    }
+    let mut reads = Vec::with_capacity(parts.len());
+    for (counters, transfers_in) in parts.into_iter().zip(applied) {
+        let k = PartitionKeys::new(id, counters.partition);
+        let transfers_out = con.hgetall(k.transfers_out())?;
+        let buyers = con.hgetall(k.buyers())?;
+        let held: Vec<String> = con.zrange(k.holds(), 0, -1)?;
+        let mut held_orders = Vec::with_capacity(held.len());
+        for oid in &held {
+            let q: Option<i64> = con.hget(k.order(oid), "qty")?;
+            held_orders.push(q.unwrap_or(0));
+        }
+        let seq: Option<i64> = con.hget(k.part(), "seq")?;
+        reads.push(PartitionRead {
+            counters,
+            transfers_out,
+            transfers_in,
+            buyers,
+            held_orders,
+            seq: seq.unwrap_or(0),
+        });
+    }
+    Ok(tally(
+        id,
+        c.spec.total as i64,
+        i64::from(c.spec.per_user_limit),
+        &reads,
+    ))
+}
+
+/// Judges what was read of every partition of a campaign: the ledger, with a violation
+/// for each invariant that does not hold.
+pub fn tally(campaign: &str, total: i64, limit: i64, parts: &[PartitionRead]) -> Ledger {
+    let mut l = Ledger {
+        campaign: campaign.to_string(),
+        total,
+        ..Ledger::default()
+    };
+    let applied: HashMap<u32, &HashSet<String>> = parts
+        .iter()
+        .map(|r| (r.counters.partition, &r.transfers_in))
+        .collect();
+    let mut bought_units = 0;
+    let mut held_in_orders = 0;
+    for r in parts {
+        let part = &r.counters;
         l.remaining += part.stock;
         l.held += part.held;
         l.sold += part.sold;
@@ -82,9 +137,8 @@ pub fn check(con: &mut Connection, c: &Campaign) -> Result<Ledger, ControlError>
                 part.partition
             ));
         }
-        let log: HashMap<String, String> = con.hgetall(k.transfers_out())?;
         let mut logged = 0;
-        for (tid, v) in &log {
+        for (tid, v) in &r.transfers_out {
             let mut f = v.split(':');
             let target: u32 = f.next().and_then(|t| t.parse().ok()).unwrap_or(u32::MAX);
             let units: i64 = f.next().and_then(|n| n.parse().ok()).unwrap_or(0);
@@ -99,8 +153,7 @@ pub fn check(con: &mut Connection, c: &Campaign) -> Result<Ledger, ControlError>
                 part.partition, part.transit
             ));
         }
-        let buyers: HashMap<String, i64> = con.hgetall(k.buyers())?;
-        for (user, n) in &buyers {
+        for (user, n) in &r.buyers {
             if *n > limit {
                 l.violations.push(format!(
                     "user {user} has {n} units, above the limit of {limit}"
@@ -108,14 +161,9 @@ pub fn check(con: &mut Connection, c: &Campaign) -> Result<Ledger, ControlError>
             }
             bought_units += n;
         }
-        l.buyers += buyers.len();
-        let held_orders: Vec<String> = con.zrange(k.holds(), 0, -1)?;
-        for oid in &held_orders {
-            let q: Option<i64> = con.hget(k.order(oid), "qty")?;
-            held_in_orders += q.unwrap_or(0);
-        }
-        let seq: Option<i64> = con.hget(k.part(), "seq")?;
-        l.orders += seq.unwrap_or(0) as usize;
+        l.buyers += r.buyers.len();
+        held_in_orders += r.held_orders.iter().sum::<i64>();
+        l.orders += r.seq as usize;
     }
     let accounted = l.remaining + l.in_transit + l.held + l.sold;
     if accounted != l.total {
@@ -142,5 +190,5 @@ pub fn check(con: &mut Connection, c: &Campaign) -> Result<Ledger, ControlError>
             l.held
         ));
     }
-    Ok(l)
+    l
 }

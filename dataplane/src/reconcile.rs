@@ -74,6 +74,9 @@ pub struct Report {
     pub streams: StreamState,
     /// Acknowledged orders no store holds.
     pub missing: Vec<String>,
+    /// Orders a store holds that Redis has no record of: lost from Redis (a failover
+    /// that lost writes, an eviction, a restore from an old file).
+    pub unknown: Vec<String>,
     /// Orders a store shows at another status than Redis: (order, redis, store).
     pub mismatched: Vec<(String, String, String)>,
     /// Paid orders not delivered.
@@ -225,6 +228,26 @@ pub fn record(con: &mut Connection, r: &Report) -> Result<(), ReconcileError> {
     Ok(())
 }
 
+/// What reconciliation reads of one campaign, for [`judge`].
+#[derive(Debug, Clone, Default)]
+pub struct Evidence {
+    pub campaign: String,
+    pub ledger: Ledger,
+    /// Every order Redis records, partition by partition in sequence order.
+    pub orders: Vec<RedisOrder>,
+    /// The furthest status any store holds for each order, and its code.
+    pub stored: HashMap<String, (String, Option<String>)>,
+    /// The stores read, as shown in the report.
+    pub stores: Vec<String>,
+    pub streams: StreamState,
+    /// `delivered` events per order, over every stream.
+    pub deliveries: HashMap<String, u32>,
+    /// Order → code as the code pool bound them; `None` for a campaign without codes.
+    pub bound: Option<HashMap<String, String>>,
+    /// Every entry of every partition's hold index.
+    pub hold_index: Vec<String>,
+}
+
 /// Reconciles one campaign against the given order stores.
 pub fn reconcile(
     con: &mut Connection,
@@ -259,17 +282,53 @@ pub fn reconcile(
             }
         }
     }
-
-    let now = crate::now_ms();
-    let mut r = Report {
+    let bound = match c.spec.codes_file {
+        Some(_) => Some(con.hgetall(CodeKeys::new(id).bound())?),
+        None => None,
+    };
+    let mut hold_index = Vec::new();
+    for p in 0..c.spec.partitions {
+        let indexed: Vec<String> = con.zrange(PartitionKeys::new(id, p).holds(), 0, -1)?;
+        hold_index.extend(indexed);
+    }
+    let evidence = Evidence {
         campaign: id.to_string(),
+        ledger,
+        orders,
+        stored,
+        stores: stores.iter().map(|p| p.display().to_string()).collect(),
+        streams,
+        deliveries,
+        bound,
+        hold_index,
+    };
+    Ok(judge(evidence, crate::now_ms()))
+}
+
+/// Judges what was read of one campaign at `now` (ms): the ledger's violations, and the
+/// orders Redis, the streams and the stores disagree on.
+pub fn judge(e: Evidence, now: i64) -> Report {
+    let Evidence {
+        campaign,
+        ledger,
+        orders,
+        stored,
+        stores,
+        streams,
+        deliveries,
+        bound,
+        hold_index,
+    } = e;
+    let mut r = Report {
+        campaign,
         violations: ledger.violations.clone(),
         ledger,
         orders_in_redis: BTreeMap::new(),
         orders_in_stores: BTreeMap::new(),
-        stores: stores.iter().map(|p| p.display().to_string()).collect(),
+        stores,
         streams,
         missing: vec![],
+        unknown: vec![],
         mismatched: vec![],
         undelivered: vec![],
         delivered_twice: vec![],
@@ -307,10 +366,17 @@ pub fn reconcile(
     for (s, _) in stored.values() {
         *r.orders_in_stores.entry(s.clone()).or_default() += 1;
     }
-    if c.spec.codes_file.is_some() {
-        let bound: HashMap<String, String> = con.hgetall(CodeKeys::new(id).bound())?;
+    let known: std::collections::HashSet<&str> =
+        orders.iter().map(|o| o.order_id.as_str()).collect();
+    r.unknown = stored
+        .keys()
+        .filter(|id| !known.contains(id.as_str()))
+        .cloned()
+        .collect();
+    r.unknown.sort();
+    if let Some(bound) = &bound {
         let mut seen: HashMap<&str, &str> = HashMap::new();
-        for (oid, code) in &bound {
+        for (oid, code) in bound {
             if let Some(other) = seen.insert(code, oid) {
                 r.codes_reused
                     .push(format!("{code} bound to {other} and {oid}"));
@@ -322,11 +388,11 @@ pub fn reconcile(
         .filter(|o| o.status == "held")
         .map(|o| o.order_id.as_str())
         .collect();
-    for p in 0..c.spec.partitions {
-        let indexed: Vec<String> = con.zrange(PartitionKeys::new(id, p).holds(), 0, -1)?;
-        r.orphaned_holds
-            .extend(indexed.into_iter().filter(|o| !held.contains(o.as_str())));
-    }
+    r.orphaned_holds.extend(
+        hold_index
+            .into_iter()
+            .filter(|o| !held.contains(o.as_str())),
+    );
 
     // Store differences are violations only once every event was read and acknowledged.
     let drained = r.drained();
@@ -335,6 +401,11 @@ pub fn reconcile(
             drained,
             r.missing.len(),
             "acknowledged orders missing from every store",
+        ),
+        (
+            drained,
+            r.unknown.len(),
+            "orders in a store that Redis has no record of",
         ),
         (
             drained,
@@ -365,7 +436,7 @@ pub fn reconcile(
         .map(|(_, n, what)| format!("{n} {what}"))
         .collect();
     r.violations.extend(v);
-    Ok(r)
+    r
 }
 
 /// What `repair` did.
@@ -510,6 +581,7 @@ impl std::fmt::Display for Report {
         )?;
         for (label, list) in [
             ("missing", &self.missing),
+            ("not in redis", &self.unknown),
             ("undelivered", &self.undelivered),
             ("delivered twice", &self.delivered_twice),
             ("codes reused", &self.codes_reused),

@@ -1,6 +1,7 @@
-//! Properties of the pure logic, over generated inputs: partition routing and hash slots,
+//! Properties over generated inputs of the pure logic: partition routing and hash slots,
 //! token, ticket and download-link signatures, token-bucket arithmetic, and request
-//! routing on arbitrary paths.
+//! routing on arbitrary paths. Beside it: `transfer_replay.rs` (the transfer scripts) and
+//! `reconcile_faults.rs` (reconciliation of generated ledgers with planted faults).
 
 use proptest::prelude::*;
 use std::time::{Duration, Instant};

@@ -18,6 +18,8 @@ setup:
     command -v redis-server >/dev/null || missing="$missing redis-server"
     command -v tmux >/dev/null || missing="$missing tmux"
     command -v chromedriver >/dev/null || missing="$missing chromium chromium-driver"
+    # libfaketime for the clock-skew drill.
+    ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing="$missing faketime"
     if [ -n "$missing" ]; then
         echo "installing$missing"
         SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
@@ -133,11 +135,12 @@ demo: redis secret content
 console *ARGS: redis
     cargo run --release -q -p seckill-console -- --redis {{redis_url}} --db data/orders/main.sqlite {{ARGS}}
 
-# Format check, lints, and every test (they start their own redis-server).
+# Format check, lints, every test (they start their own redis-server), then the short fault drills.
 test: setup
     cargo fmt --all -- --check
     cargo clippy --all-targets -- -D warnings
     cargo test --workspace
+    bench/drill.sh 800 short
 
 # Format the code.
 fmt:
@@ -171,9 +174,9 @@ bench-micro:
 bench-profile SECONDS="10":
     bench/profile.sh {{SECONDS}}
 
-# Fault drills: a launch with bots while a node, the worker or Redis is killed; ledger verdicts.
-drill RATE="1500":
-    bench/drill.sh {{RATE}}
+# Fault drills: a launch with bots through crashes, Redis down or hung, clock skew and a flood; ledger verdicts.
+drill RATE="1500" MODE="full":
+    bench/drill.sh {{RATE}} {{MODE}}
 
 # The launch again and again for MINUTES: node RSS, open files and Redis memory each second; fails on growth.
 soak MINUTES="10" RATE="3000":

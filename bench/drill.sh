@@ -5,17 +5,40 @@
 # reconciled. One verdict line per drill, a table at the end; exits non-zero when any
 # drill broke a promise.
 #
-#   bench/drill.sh [RATE]
+#   bench/drill.sh [RATE] [short]
+#
+# `short` (what `just test` runs) has the same drills with a shorter surge and shorter
+# outages. The drills:
+# - no fault: the reference;
+# - data plane SIGKILL x3: the node killed mid-surge and restarted, three times;
+# - worker SIGKILL: the order worker killed mid-batch and restarted;
+# - redis down: Redis killed and restarted from its append-only file;
+# - redis hung: Redis answers nothing (`DEBUG SLEEP`): the breaker opens and refusals
+#   stay fast (the notes give the 503s' p50 and p90);
+# - clock skew: two more nodes, one's clock ahead and one's behind by 0.8 s (within
+#   `control.max_clock_skew_ms`), a sale opened by its `starts_at`: nothing sells before
+#   it, both nodes sell from it, and a node 1.5 s off reports itself not ready;
+# - flood: malformed requests and slow-loris connections (`seckill-sim flood`) during the
+#   surge: every one refused with a 4xx or closed, and the purchase p99 within 2x the
+#   reference's.
 #
 # Verdict columns: acknowledged purchases lost (more units answered 200 than orders in
 # Redis), oversell, per-user limit breaches, duplicate deliveries, orders missing from the
 # store, units stranded after the drain (holds past their deadline, transfers in flight),
 # and the time from the fault's end (the process restarted) until the node is ready
 # again (`/readyz`: every shard has Redis and the control plane); and the run's purchase
-# p99 (from the planned send), which shows whether refusals stayed fast.
+# p99 (from the planned send).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rate=${1:-1500}
+mode=${2:-full}
+case $mode in
+  full) surge_s=12 down_s=5 hung_s=10 ;;
+  short) surge_s=8 down_s=3 hung_s=4 ;;
+  *) echo "usage: bench/drill.sh [RATE] [short]" >&2; exit 2 ;;
+esac
+faketime_lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -1 || true)
+[ -n "$faketime_lib" ] || { echo "the clock-skew drill needs libfaketime (apt-get install faketime)" >&2; exit 2; }
 cargo build --release -q -p seckill-dataplane -p seckill-simulator
 . bench/lib.sh
 bin=target/release
@@ -30,6 +53,25 @@ redis_up() {
   redis_pid=$!
   pids+=($redis_pid)
   for _ in $(seq 100); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.05; done
+}
+# skewed_node OFFSET PORT ADMIN: a node of one shard whose clock is OFFSET off (libfaketime).
+skewed_node() {
+  cat > "$work/skew$2.toml" <<TOML
+content_dir = "$work/content"
+[admin]
+listen = "127.0.0.1:$3"
+[worker]
+enabled = false
+[limits]
+ip_rate = 50
+ip_burst = 100
+TOML
+  LD_PRELOAD="$faketime_lib" FAKETIME="$1" FAKETIME_DONT_FAKE_MONOTONIC=1 \
+    $bin/seckill-dataplane serve --config "$work/skew$2.toml" --listen "127.0.0.1:$2" --redis "$redis" \
+      --shards 1 --secret-file "$work/secret" 2>>"$work/skew$2.log" &
+  pids+=($!)
+  skewed_pids+=($!)
+  wait_http "http://127.0.0.1:$2"
 }
 node_up() {
   cat > "$work/dp.toml" <<TOML
@@ -54,11 +96,13 @@ worker_up() {
   worker_pid=$!
   pids+=($worker_pid)
 }
+ready() { [ "$(curl -s -o /dev/null -m 1 -w '%{http_code}' "http://127.0.0.1:$1/readyz" || true)" = 200 ]; }
 redis_up
 node_up
 worker_up
 
 # Faults: each runs while the launch is on, and returns when the stack is whole again.
+# Each may leave a note for its row in `notes`.
 fault_none() { :; }
 fault_dataplane() {
   for _ in 1 2 3; do
@@ -75,37 +119,78 @@ fault_worker() {
 }
 fault_redis_slow() {
   sleep 2
-  # Redis answers nothing for 10 s: the breaker opens and purchases are refused at once.
-  redis-cli -p "$rport" DEBUG SLEEP 10 >/dev/null
+  # Redis answers nothing: the breaker opens and purchases are refused at once.
+  redis-cli -p "$rport" DEBUG SLEEP "$hung_s" >/dev/null
 }
 fault_redis() {
   sleep 2
   kill -STOP "$redis_pid"; kill -9 "$redis_pid"; wait "$redis_pid" 2>/dev/null || true
-  sleep 5
+  sleep "$down_s"
   redis_up
+}
+fault_flood() {
+  $bin/seckill-sim flood --target "http://127.0.0.1:$dport" --duration-s $((surge_s - 3)) \
+      --slow 1000 --malformed-rate 300 --json "$work/flood.json" > "$work/flood.txt" 2>&1 || true
+  notes=$(python3 - "$work/flood.json" <<'PY'
+import json, sys
+f = json.load(open(sys.argv[1]))
+print(f"flood: {f['malformed_sent']} malformed, {f['mishandled']} mishandled; "
+      f"{f['slow_opened']} slow-loris, closed after {f['slow_longest_s']:.1f} s at most")
+sys.exit(1 if f["mishandled"] else 0)
+PY
+) || fail_note="malformed requests answered 5xx or not at all"
+}
+fault_skew() {
+  # The sale was opened by its clock (see `drill`): two nodes off by 0.8 s either way
+  # served it; a third, 1.5 s off, must not call itself ready.
+  local off_port off_admin
+  off_port=$(port) off_admin=$(port)
+  skewed_node "+1.5s" "$off_port" "$off_admin"
+  local verdict=ready
+  for _ in $(seq 40); do
+    body=$(curl -s -m 1 "http://127.0.0.1:$off_admin/readyz" || true)
+    case $body in *clock*) verdict="not ready"; break ;; esac
+    sleep 0.1
+  done
+  notes="a node 1.5 s off: $verdict"
+  [ "$verdict" = "not ready" ] || fail_note="a node 1.5 s off said it was ready"
 }
 
 rows=()
 failed=0
+ref_p99=""
 drill() {
-  local name=$1 fault=$2
+  local name=$1 fault=$2 target="http://127.0.0.1:$dport" extra=()
+  notes="" fail_note=""
   echo "== drill: $name" >&2
-  $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
+  if [ "$fault" = fault_skew ]; then
+    skewed_pids=()
+    local ahead behind
+    ahead=$(port) behind=$(port)
+    skewed_node "+0.8s" "$ahead" "$(port)"
+    skewed_node "-0.8s" "$behind" "$(port)"
+    # Arrivals from before the opening on (constant), on both skewed nodes.
+    target="http://127.0.0.1:$ahead,http://127.0.0.1:$behind"
+    extra=(--scheduled --profile constant --starts-in-s 3)
+  fi
+  $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "$target" \
       --redis "$redis" --secret-file "$work/secret" --create "$work/campaign.toml" \
-      --store "$work/orders.sqlite" --rate "$rate" --duration-s 12 --p99-ms 100000 \
-      --fail-on "oversell==0" --json "$work/report.json" > "$work/sim.txt" 2>&1 &
+      --store "$work/orders.sqlite" --rate "$rate" --duration-s "$surge_s" --p99-ms 100000 \
+      --fail-on "oversell==0" --json "$work/report.json" "${extra[@]}" > "$work/sim.txt" 2>&1 &
   local sim=$!
   sleep 2.5
   "$fault"
   local ended recovered
   ended=$(date +%s.%N)
   for _ in $(seq 300); do
-    code=$(curl -s -o /dev/null -m 1 -w '%{http_code}' "http://127.0.0.1:$aport/readyz" || true)
-    [ "$code" = 200 ] && break
+    ready "$aport" && break
     sleep 0.05
   done
   recovered=$(date +%s.%N)
   wait "$sim" || true
+  if [ "$fault" = fault_skew ]; then
+    for p in "${skewed_pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  fi
   local id
   id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["campaign"])' "$work/report.json" 2>/dev/null || echo "")
   if [ -z "$id" ]; then
@@ -123,10 +208,11 @@ sys.exit(0 if not r["overdue_holds"] and s.get("pending", 0) == 0 and s.get("unr
     sleep 1
   done
   local row
-  row=$(python3 - "$work/report.json" "$work/rec.json" "$name" "$ended" "$recovered" <<'PY'
+  row=$(python3 - "$work/report.json" "$work/rec.json" "$name" "$ended" "$recovered" "$fault" "$ref_p99" "$notes" "$fail_note" <<'PY'
 import json, sys
 r, c = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["report"]
-name, ended, recovered = sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+name, ended, recovered, fault, ref_p99 = sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), sys.argv[6], sys.argv[7]
+notes, fail = [n for n in [sys.argv[8]] if n], [f for f in [sys.argv[9]] if f]
 l = c["ledger"]
 acked = r["units_to_people"] + r["units_to_bots"]
 # Every order ever acknowledged is still in Redis, whatever became of it since (paid,
@@ -137,22 +223,51 @@ limit = sum(1 for v in c["violations"] if "limit" in v)
 twice = len(c["delivered_twice"])
 missing = len(c["missing"])
 stranded = len(c["overdue_holds"]) + len(c["orphaned_holds"]) + l["in_transit"]
-bad = lost or oversell or limit or twice or missing or stranded or c["violations"]
 p99 = r["purchase_latency"]["p99_ms"]
-print(f"{name:<22} {lost:>5} {oversell:>8} {limit:>6} {twice:>6} {missing:>7} {stranded:>8} {recovered - ended:>9.2f} s {p99:>9.1f} ms  {'ok' if not bad else 'FAILED: ' + '; '.join(c['violations'])}")
+if fault == "fault_redis_slow":
+    u = r["purchase_latency_by_outcome"].get("503 unavailable")
+    if u:
+        notes.append(f"503s: {u['count']}, p50 {u['p50_ms']:.1f} ms, p90 {u['p90_ms']:.1f} ms")
+if fault == "fault_skew":
+    first = r["first_sale_after_opening_ms"]
+    notes.append(f"sold before the opening: {r['sold_before_opening']}; first sale per node after it: "
+                 + ", ".join(f"{v:+d} ms" for v in first.values()))
+    if r["sold_before_opening"]:
+        fail.append(f"{r['sold_before_opening']} sold before the opening")
+    if len(first) < 2 or max(first.values()) > 250:
+        fail.append("a node opened late")
+if fault == "fault_flood" and ref_p99:
+    notes.append(f"reference p99 {float(ref_p99):.1f} ms")
+    if p99 > 2 * float(ref_p99):
+        fail.append(f"p99 {p99:.1f} ms above twice the reference's")
+recover = "-" if fault in ("fault_none", "fault_skew", "fault_flood") else f"{recovered - ended:.2f} s"
+fail += c["violations"]
+bad = lost or oversell or limit or twice or missing or stranded or fail
+verdict = "ok" if not bad else "FAILED: " + "; ".join(fail)
+print(f"{name:<22} {lost:>5} {oversell:>8} {limit:>6} {twice:>6} {missing:>7} {stranded:>8} {recover:>9} {p99:>9.1f} ms  {verdict}" + (f"  ({'; '.join(notes)})" if notes else ""))
 PY
 )
   echo "$row" >&2
   rows+=("$row")
+  [ "$fault" = fault_none ] && ref_p99=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["purchase_latency"]["p99_ms"])' "$work/report.json")
   case $row in *FAILED*) failed=$((failed + 1)) ;; esac
 }
 
+# A first surge, not judged, warms the stack (connections, caches, the allocator), so
+# the reference shows what a running system does.
+echo "== warm-up" >&2
+$bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
+    --redis "$redis" --secret-file "$work/secret" --create "$work/campaign.toml" \
+    --store "$work/orders.sqlite" --rate "$rate" --duration-s 4 --p99-ms 100000 > /dev/null 2>&1 || true
+
 drill "no fault (reference)" fault_none
+drill "flood" fault_flood
 drill "data plane SIGKILL x3" fault_dataplane
 drill "worker SIGKILL" fault_worker
-drill "redis down 5 s" fault_redis
-drill "redis hung 10 s" fault_redis_slow
+drill "redis down ${down_s} s" fault_redis
+drill "redis hung ${hung_s} s" fault_redis_slow
+drill "clock skew 0.8 s" fault_skew
 
-printf '%-22s %5s %8s %6s %6s %7s %8s %11s %12s\n' drill lost oversell limit twice missing stranded recovered "purchase p99"
+printf '%-22s %5s %8s %6s %6s %7s %8s %9s %12s\n' drill lost oversell limit twice missing stranded recovered "purchase p99"
 for r in "${rows[@]}"; do echo "$r"; done
 [ "$failed" = 0 ] || { echo "$failed drill(s) failed" >&2; exit 1; }

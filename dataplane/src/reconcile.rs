@@ -246,6 +246,9 @@ pub struct Evidence {
     pub bound: Option<HashMap<String, String>>,
     /// Every entry of every partition's hold index.
     pub hold_index: Vec<String>,
+    /// Orders each partition had taken before its orders were read: a stored order
+    /// above that may have been taken since, and is not missing from Redis.
+    pub taken: HashMap<u32, u64>,
 }
 
 /// Reconciles one campaign against the given order stores.
@@ -256,6 +259,11 @@ pub fn reconcile(
 ) -> Result<Report, ReconcileError> {
     let c = control::get(con, id)?;
     let ledger = ledger::check(con, &c)?;
+    let mut taken = HashMap::new();
+    for p in 0..c.spec.partitions {
+        let seq: Option<u64> = con.hget(PartitionKeys::new(id, p).part(), "seq")?;
+        taken.insert(p, seq.unwrap_or(0));
+    }
     let orders = redis_orders(con, &c)?;
     let (streams, deliveries) = stream_state(con, &c)?;
 
@@ -301,6 +309,7 @@ pub fn reconcile(
         deliveries,
         bound,
         hold_index,
+        taken,
     };
     Ok(judge(evidence, crate::now_ms()))
 }
@@ -318,6 +327,7 @@ pub fn judge(e: Evidence, now: i64) -> Report {
         deliveries,
         bound,
         hold_index,
+        taken,
     } = e;
     let mut r = Report {
         campaign,
@@ -368,9 +378,12 @@ pub fn judge(e: Evidence, now: i64) -> Report {
     }
     let known: std::collections::HashSet<&str> =
         orders.iter().map(|o| o.order_id.as_str()).collect();
+    let before_the_read = |id: &str| {
+        OrderId::parse(id).is_none_or(|o| o.seq <= taken.get(&o.partition).copied().unwrap_or(0))
+    };
     r.unknown = stored
         .keys()
-        .filter(|id| !known.contains(id.as_str()))
+        .filter(|id| !known.contains(id.as_str()) && before_the_read(id))
         .cloned()
         .collect();
     r.unknown.sort();

@@ -184,6 +184,11 @@ impl Shop {
         }
         e.ledger = tally(SHOP, self.total, self.limit, &reads);
         e.hold_index = self.index.concat();
+        e.taken = reads
+            .iter()
+            .enumerate()
+            .map(|(p, r)| (p as u32, r.seq as u64))
+            .collect();
         judge(e, NOW)
     }
 
@@ -544,6 +549,10 @@ proptest! {
         prop_assert_eq!(clean.orders_in_redis.values().sum::<u64>(), spec.orders.len() as u64);
         prop_assert_eq!(&clean.orders_in_stores, &clean.orders_in_redis);
 
+        // An order taken after Redis's orders were read, already stored by a worker:
+        // in flight, not lost.
+        let next = shop.reads[0].seq + 1;
+        shop.evidence.stored.insert(format!("{SHOP}.0.{next}"), ("held".into(), None));
         let mut x = Expected::default();
         for (fault, at) in faults.iter().zip(picks) {
             plant(&mut shop, &mut x, *fault, at);

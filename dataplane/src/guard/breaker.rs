@@ -39,8 +39,11 @@ pub enum State {
     Open {
         until: Instant,
     },
-    /// One probe is in flight.
-    HalfOpen,
+    /// One probe is in flight; a probe that never reports (its caller went away) is
+    /// replaced by another after `open_ms`.
+    HalfOpen {
+        until: Instant,
+    },
 }
 
 #[derive(Debug)]
@@ -72,15 +75,17 @@ impl Breaker {
     }
 
     /// Whether a call may go to Redis now. When the open time is over, the first caller
-    /// becomes the probe.
+    /// becomes the probe (and again when a probe has not reported for as long).
     pub fn allow(&mut self, now: Instant) -> bool {
         match self.state {
             State::Closed => true,
-            State::Open { until } if now >= until => {
-                self.state = State::HalfOpen;
+            State::Open { until } | State::HalfOpen { until } if now >= until => {
+                self.state = State::HalfOpen {
+                    until: now + Duration::from_millis(self.cfg.open_ms),
+                };
                 true
             }
-            State::Open { .. } | State::HalfOpen => false,
+            State::Open { .. } | State::HalfOpen { .. } => false,
         }
     }
 
@@ -88,7 +93,7 @@ impl Breaker {
     pub fn record(&mut self, ok: bool, took: Duration, now: Instant) {
         let failed = !ok || took > Duration::from_millis(self.cfg.slow_call_ms);
         match self.state {
-            State::HalfOpen => {
+            State::HalfOpen { .. } => {
                 if failed {
                     self.open(now);
                 } else {
@@ -225,5 +230,18 @@ mod tests {
         );
         assert!(!b.stalled(4, slow, t0), "already open");
         assert!(b.allow(t0 + Duration::from_secs(1)), "then a probe");
+    }
+
+    #[test]
+    fn a_probe_that_never_reports_is_replaced() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(cfg(), t0);
+        assert!(b.stalled(4, Duration::from_millis(101), t0));
+        let probe = t0 + Duration::from_secs(1);
+        assert!(b.allow(probe), "the probe, whose caller then goes away");
+        assert!(!b.allow(probe + Duration::from_millis(999)));
+        assert!(b.allow(probe + Duration::from_secs(1)), "another probe");
+        b.record(true, FAST, probe + Duration::from_secs(1));
+        assert_eq!(b.state(), State::Closed);
     }
 }

@@ -845,7 +845,8 @@ async fn run_link(inner: &Rc<Node>, stream: TcpStream, mut decoder: Decoder) {
             Timer::new(tick).await;
             let (owed, oldest) = {
                 let w = waiting.borrow();
-                (w.len(), w.front().map(|o| o.since().elapsed()))
+                let replies = w.iter().filter(|o| matches!(o, Owed::Reply(..))).count();
+                (replies, w.front().map(|o| o.since().elapsed()))
             };
             let Some(age) = oldest else { continue };
             if age > timeout {

@@ -127,9 +127,11 @@ pub fn fetch(con: &mut Connection) -> anyhow::Result<Snapshot> {
 
 /// Opens a connection that gives up quickly, so a missing Redis shows at once.
 pub fn connect(url: &str) -> anyhow::Result<Connection> {
-    Ok(Connection::open(
+    let mut con = Connection::open(
         url,
         std::time::Duration::from_millis(500),
         Some(std::time::Duration::from_secs(3)),
-    )?)
+    )?;
+    seckill_dataplane::clock::sync(&mut con);
+    Ok(con)
 }

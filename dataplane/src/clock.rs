@@ -4,10 +4,12 @@
 //! by measuring how far its own is from Redis's and adding that offset. Two nodes whose
 //! clocks disagree therefore still open a sale at the same instant.
 //!
-//! The offset is measured with `TIME` on the shards' connections: the midpoint of the
-//! round trip against Redis's answer, kept only from round trips short enough to bound
-//! the error. A node whose offset exceeds `control.max_clock_skew_ms` reports itself not
-//! ready: a clock that far off points to a broken time service on that machine.
+//! A node measures the offset with `TIME` on its shards' connections at every control
+//! poll: the midpoint of the round trip against Redis's answer, kept only from round
+//! trips short enough to bound the error. A node whose offset exceeds
+//! `control.max_clock_skew_ms` reports itself not ready: a clock that far off points to a
+//! broken time service on that machine. Other processes (the CLI, the console, the
+//! simulator, a standalone worker) measure it on connecting ([`sync`]).
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
 use std::time::Duration;
@@ -52,6 +54,30 @@ pub fn observe(sent_ms: i64, redis_ms: i64, received_ms: i64, rtt: Duration) -> 
     OFFSET_MS.store(offset, Relaxed);
     MEASURED.store(true, Relaxed);
     true
+}
+
+/// Measures this process's clock against Redis's with a few `TIME` round trips and keeps
+/// the offset of the quickest: what the CLI, the console, the simulator and a standalone
+/// worker do on connecting, so every process reads expiries and deadlines on the clock
+/// the nodes and the scripts use. A failure leaves the clock as it was.
+pub fn sync(con: &mut impl redis::ConnectionLike) {
+    let mut best: Option<(Duration, i64)> = None;
+    for _ in 0..3 {
+        let (sent, sent_ms) = (std::time::Instant::now(), local_ms());
+        let Ok((s, us)) = redis::cmd("TIME").query::<(i64, i64)>(con) else {
+            return;
+        };
+        let (rtt, received_ms) = (sent.elapsed(), local_ms());
+        if let Some(o) = sample(sent_ms, redis_time_ms(s, us), received_ms, rtt) {
+            if best.is_none_or(|(r, _)| rtt < r) {
+                best = Some((rtt, o));
+            }
+        }
+    }
+    if let Some((_, offset)) = best {
+        OFFSET_MS.store(offset, Relaxed);
+        MEASURED.store(true, Relaxed);
+    }
 }
 
 /// The readiness verdict on the clock: an error names the offset and the bound.

@@ -36,13 +36,12 @@ pub enum ControlError {
 
 pub type Result<T> = std::result::Result<T, ControlError>;
 
-/// Connects to one Redis or a Redis Cluster (see [`Connection::open`]).
+/// Connects to one Redis or a Redis Cluster (see [`Connection::open`]), and takes Redis's
+/// clock as this process's (see [`crate::clock::sync`]).
 pub fn connect(url: &str) -> Result<Connection> {
-    Ok(Connection::open(
-        url,
-        std::time::Duration::from_secs(2),
-        None,
-    )?)
+    let mut con = Connection::open(url, std::time::Duration::from_secs(2), None)?;
+    crate::clock::sync(&mut con);
+    Ok(con)
 }
 
 /// Announces a change to every node.

@@ -201,8 +201,9 @@ pub struct Context {
     /// Tickets earned before the sale, by account (campaigns that require them).
     pub tickets: Vec<Option<String>>,
     pub start: Instant,
-    /// When the sale opens, ms since the Unix epoch by this machine's clock.
-    pub opens_ms: i64,
+    /// When the sale opens, ms since the Unix epoch on Redis's clock, when this run
+    /// opens it (then sales before it are counted).
+    pub opens_ms: Option<i64>,
     /// Requests still unanswered this long after the plan ends are given up.
     pub deadline: Instant,
 }
@@ -349,13 +350,15 @@ async fn session(
         *t.outcomes.entry((a.persona, said)).or_default() += 1;
         if let Some(o) = &order {
             t.held.push((a.persona, a.user, o.clone()));
-            let now = seckill_dataplane::now_ms();
-            if now < ctx.opens_ms {
-                t.sold_before_opening += 1;
+            if let Some(opens_ms) = ctx.opens_ms {
+                let now = seckill_dataplane::now_ms();
+                if now < opens_ms {
+                    t.sold_before_opening += 1;
+                }
+                let target = client.target_index(a.ip);
+                let first = t.first_sale_ms.entry(target).or_insert(now);
+                *first = (*first).min(now);
             }
-            let target = client.target_index(a.ip);
-            let first = t.first_sale_ms.entry(target).or_insert(now);
-            *first = (*first).min(now);
         }
     }
     let order = if a.retries {

@@ -7,7 +7,8 @@
 //! - **slow-loris** connections held open by trickling a head a header line at a time;
 //!   when the node closes one, another takes its place.
 //!
-//! Every malformed request must get a 4xx or a close, never a 5xx or a hang.
+//! Every malformed request must get a 4xx or a close, never a 5xx or a hang, and every
+//! connection must be accepted; otherwise the exit status is 1.
 
 use anyhow::Context as _;
 use clap::Args;
@@ -38,6 +39,10 @@ pub struct FloodArgs {
     pub trickle_s: f64,
     #[arg(long, default_value_t = 10.0)]
     pub duration_s: f64,
+    /// Sign real shoppers' tokens with this secret, so the requests with a broken body
+    /// get past authentication to the body's checks.
+    #[arg(long)]
+    pub secret_file: Option<PathBuf>,
     /// Write the report as JSON here ("-" for standard output).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -57,12 +62,14 @@ pub struct FloodReport {
     pub slow_closed: u64,
     /// The longest a slow connection stayed open before the node closed it, s.
     pub slow_longest_s: f64,
-    /// Connections the flood could not open.
+    /// Slow connections still open when the flood ended (the node never closed them).
+    pub slow_open_at_end: u64,
+    /// Connections the flood could not open (refused, or not accepted within 5 s).
     pub connect_failures: u64,
 }
 
 /// The malformed requests, by name.
-fn malformed(kind: usize) -> (&'static str, Vec<u8>) {
+fn malformed(kind: usize, token: &str) -> (&'static str, Vec<u8>) {
     let long = "a".repeat(16 * 1024);
     match kind % 9 {
         0 => (
@@ -80,13 +87,13 @@ fn malformed(kind: usize) -> (&'static str, Vec<u8>) {
         ),
         4 => (
             "bad_length",
-            b"POST /api/campaigns/demo/purchase HTTP/1.1\r\nHost: a\r\nContent-Length: abc\r\n\r\n"
-                .to_vec(),
+            format!("POST /api/campaigns/demo/purchase HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {token}\r\nContent-Length: abc\r\n\r\n")
+                .into_bytes(),
         ),
         5 => (
             "lying_length",
-            b"POST /api/campaigns/demo/purchase HTTP/1.1\r\nHost: a\r\nContent-Length: 1000000\r\n\r\n{\"quantity\":1}"
-                .to_vec(),
+            format!("POST /api/campaigns/demo/purchase HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {token}\r\nContent-Length: 1000000\r\n\r\n{{\"quantity\":1}}")
+                .into_bytes(),
         ),
         6 => (
             "no_colon",
@@ -94,8 +101,8 @@ fn malformed(kind: usize) -> (&'static str, Vec<u8>) {
         ),
         7 => (
             "broken_json",
-            b"POST /api/campaigns/demo/purchase HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer x.y.z\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{\"quantit"
-                .to_vec(),
+            format!("POST /api/campaigns/demo/purchase HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{{\"quantit")
+                .into_bytes(),
         ),
         _ => (
             "binary_noise",
@@ -116,7 +123,9 @@ fn source(n: u64) -> SocketAddr {
 async fn connect(target: SocketAddr, n: u64) -> std::io::Result<TcpStream> {
     let s = TcpSocket::new_v4()?;
     s.bind(source(n))?;
-    s.connect(target).await
+    tokio::time::timeout(Duration::from_secs(5), s.connect(target))
+        .await
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
 }
 
 /// The status of the answer on `s`, or why there was none.
@@ -149,8 +158,13 @@ async fn answer(s: &mut TcpStream) -> String {
     }
 }
 
-async fn one_malformed(target: SocketAddr, n: u64, report: Rc<RefCell<FloodReport>>) {
-    let (kind, bytes) = malformed(n as usize);
+async fn one_malformed(
+    target: SocketAddr,
+    n: u64,
+    token: Option<String>,
+    report: Rc<RefCell<FloodReport>>,
+) {
+    let (kind, bytes) = malformed(n as usize, token.as_deref().unwrap_or("x.y.z"));
     let outcome = match connect(target, n).await {
         Ok(mut s) => {
             // The node may close before reading it all: the answer still counts.
@@ -204,8 +218,10 @@ async fn slow_loris(
                 alive = false;
             }
         }
-        if !alive {
-            let mut r = report.borrow_mut();
+        let mut r = report.borrow_mut();
+        if alive {
+            r.slow_open_at_end += 1;
+        } else {
             r.slow_closed += 1;
             r.slow_longest_s = r.slow_longest_s.max(opened.elapsed().as_secs_f64());
         }
@@ -230,6 +246,23 @@ pub fn flood(a: &FloodArgs) -> anyhow::Result<FloodReport> {
     if !(a.duration_s > 0.0 && a.duration_s <= 86_400.0) {
         anyhow::bail!("--duration-s: must be above 0 and at most 86400");
     }
+    if a.slow > 60_000 {
+        anyhow::bail!("--slow: at most 60000 connections");
+    }
+    let secret = match &a.secret_file {
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("--secret-file: reading {}", path.display()))?;
+            Some(
+                seckill_dataplane::auth::Secret::new(
+                    String::from_utf8_lossy(&bytes).trim().as_bytes().to_vec(),
+                )
+                .context("--secret-file: fewer than 16 bytes")?,
+            )
+        }
+        None => None,
+    };
+    let expires = seckill_dataplane::now_ms() + 3_600_000;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -249,7 +282,10 @@ pub fn flood(a: &FloodArgs) -> anyhow::Result<FloodReport> {
                 let due = start + every.mul_f64(n as f64);
                 tokio::time::sleep_until(due.into()).await;
                 report.borrow_mut().malformed_sent += 1;
-                tokio::task::spawn_local(one_malformed(target, n, report.clone()));
+                let token = secret.as_ref().map(|s| {
+                    seckill_dataplane::auth::issue_token(s, &format!("flood-{n}"), expires)
+                });
+                tokio::task::spawn_local(one_malformed(target, n, token, report.clone()));
                 n += 1;
             }
         }
@@ -275,14 +311,14 @@ pub fn run(a: &FloodArgs) -> anyhow::Result<ExitCode> {
     }
     if a.json.as_ref().is_none_or(|p| p.as_os_str() != "-") {
         println!(
-            "malformed: {} sent, {} mishandled (5xx or no answer in 5 s); slow-loris: {} opened, {} closed by the node (longest {:.1} s); {} connections failed",
-            r.malformed_sent, r.mishandled, r.slow_opened, r.slow_closed, r.slow_longest_s, r.connect_failures
+            "malformed: {} sent, {} mishandled (5xx or no answer in 5 s); slow-loris: {} opened, {} closed by the node (longest {:.1} s), {} still open at the end; {} connections failed",
+            r.malformed_sent, r.mishandled, r.slow_opened, r.slow_closed, r.slow_longest_s, r.slow_open_at_end, r.connect_failures
         );
         for (kind, answers) in &r.answers {
             println!("  {kind:<18} {answers:?}");
         }
     }
-    Ok(if r.mishandled == 0 {
+    Ok(if r.mishandled == 0 && r.connect_failures == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

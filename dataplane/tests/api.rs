@@ -251,6 +251,33 @@ fn a_body_that_stops_coming_gets_408() {
 }
 
 #[test]
+fn a_declared_body_over_the_limit_gets_413_before_it_is_sent() {
+    let redis = Redis::start();
+    let node = Node::start_with(&redis, 1, "[http]\nheader_timeout_ms = 5000\n");
+    open_sale(&redis, &node, spec("big", 5, 1, 1));
+    let token = node.client().token("bigmouth");
+    let mut s = TcpStream::connect(("127.0.0.1", node.port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    // A million bytes announced, a few sent: the answer must not wait for the rest.
+    let head = format!(
+        "POST /api/campaigns/big/purchase HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{{\"quantity\":1}}"
+    );
+    s.write_all(head.as_bytes()).expect("write");
+    let mut reply = String::new();
+    let _ = s.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
+    assert!(reply.contains("\"error\":\"payload_too_large\""), "{reply}");
+    assert!(
+        reply.to_ascii_lowercase().contains("connection: close"),
+        "{reply}"
+    );
+    let l = common::ledger_holds(&redis, "big");
+    assert_eq!(l.held, 0, "{l}");
+}
+
+#[test]
 fn sigterm_drains_and_exits_cleanly() {
     let redis = Redis::start();
     let mut node = Node::start(&redis, 2);

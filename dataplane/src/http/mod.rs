@@ -245,6 +245,10 @@ async fn read_json<T: DeserializeOwned>(
     req: Request<Incoming>,
 ) -> Result<T, ApiError> {
     let limit = shard.settings.http.max_body_bytes;
+    // A declared length above the limit is refused before any of the body is waited for.
+    if hyper::body::Body::size_hint(req.body()).lower() > limit as u64 {
+        return Err(ApiError::PayloadTooLarge);
+    }
     let mut collect = pin!(Limited::new(req.into_body(), limit).collect());
     // Most bodies came with the head: the clock is only wound for one still on its way.
     let body = match futures::poll!(collect.as_mut()) {

@@ -507,6 +507,24 @@ impl Config {
                 "open_ms and window_ms must be between 1 and 600000",
             ));
         }
+        if b.min_calls == 0 {
+            return Err(bad(
+                "breaker.min_calls",
+                "must be at least 1 (0 would open the breaker on any call)",
+            ));
+        }
+        if b.slow_call_ms == 0 || b.slow_call_ms >= self.redis_client.command_timeout_ms {
+            return Err(bad(
+                "breaker.slow_call_ms",
+                "must be above 0 and below redis_client.command_timeout_ms",
+            ));
+        }
+        if self.control.max_clock_skew_ms < 100 {
+            return Err(bad(
+                "control.max_clock_skew_ms",
+                "must be at least 100 (the offset is measured to within 20 ms)",
+            ));
+        }
         if self.worker.name.is_empty()
             || !self
                 .worker
@@ -631,6 +649,15 @@ mod tests {
             (
                 "[redis_client]\ncommand_timeout_ms = 0",
                 "redis_client.command_timeout_ms",
+            ),
+            ("[breaker]\nmin_calls = 0", "breaker.min_calls"),
+            (
+                "[redis_client]\ncommand_timeout_ms = 200",
+                "breaker.slow_call_ms",
+            ),
+            (
+                "[control]\nmax_clock_skew_ms = 10",
+                "control.max_clock_skew_ms",
             ),
         ];
         for (text, field) in cases {

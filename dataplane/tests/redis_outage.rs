@@ -101,7 +101,11 @@ fn signal(redis: &Redis, sig: &str) {
 #[test]
 fn a_redis_that_stops_answering_is_dropped_and_late_commands_are_not_sent() {
     let redis = Redis::start();
-    let node = Node::start_with(&redis, 1, "[redis_client]\ncommand_timeout_ms = 200\n");
+    let node = Node::start_with(
+        &redis,
+        1,
+        "[redis_client]\ncommand_timeout_ms = 200\n[breaker]\nslow_call_ms = 100\n",
+    );
     open_sale(&redis, &node, spec("hang", 500, 2, 1));
     let c = node.client();
     let tokens: Vec<String> = (0..40).map(|i| c.token(&format!("u{i}"))).collect();

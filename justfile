@@ -71,7 +71,7 @@ demo: redis secret content
     #!/usr/bin/env bash
     set -euo pipefail
     cargo build --release -q
-    bin=target/release
+    bin="${CARGO_TARGET_DIR:-target}/release"
     redis={{redis_url}}
     $bin/seckill-dataplane serve --config config/dataplane.toml --listen 127.0.0.1:8080 2> data/dataplane.log &
     server=$!

@@ -40,7 +40,7 @@ node() {
   p=$(port)
   nport=$p
   printf '%s\n' "${2:-}" > "$work/node-$p.toml"
-  target/release/seckill-dataplane serve --config "$work/node-$p.toml" --listen "127.0.0.1:$p" \
+  $bin/seckill-dataplane serve --config "$work/node-$p.toml" --listen "127.0.0.1:$p" \
       --admin-listen "" --no-worker --redis "$1" --shards "$shards" --secret-file "$work/secret" \
       2>>"$work/dataplane.log" &
   pids+=($!)
@@ -60,7 +60,7 @@ sleep 0.5
 # flat_out PORT REDIS CAMPAIGN: purchases answered per second.
 flat_out() {
   flat_out_scenario "$work/flat.toml" "http://127.0.0.1:$1" "$2" "$3" "$secs"
-  target/release/seckill-sim run --scenario "$work/flat.toml" --json "$work/r.json" >/dev/null 2>&1 || true
+  $bin/seckill-sim run --scenario "$work/flat.toml" --json "$work/r.json" >/dev/null 2>&1 || true
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(round(r["achieved_per_s"]))' "$work/r.json"
 }
 declare -A runs

@@ -20,7 +20,8 @@
 #   it, both nodes sell from it, and a node 1.5 s off reports itself not ready;
 # - flood: malformed requests and slow-loris connections (`seckill-sim flood`) during the
 #   surge: every malformed one refused with a 4xx or closed, every connection accepted,
-#   slow-loris cut at the header timeout, and the purchase p99 within 2x the reference's.
+#   slow-loris cut at the header timeout, and the purchase p99 of the steady state (after
+#   the opening's ramp) within 2x the reference's.
 #
 # Verdict columns: acknowledged purchases lost (more units answered 200 than orders in
 # Redis), oversell, per-user limit breaches, duplicate deliveries, orders missing from the
@@ -41,7 +42,6 @@ faketime_lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -1 || 
 [ -n "$faketime_lib" ] || { echo "the clock-skew drill needs libfaketime (apt-get install faketime)" >&2; exit 2; }
 cargo build --release -q -p seckill-dataplane -p seckill-simulator
 . bench/lib.sh
-bin=target/release
 rport=$(port) dport=$(port) aport=$(port)
 redis="redis://127.0.0.1:$rport"
 mkdir -p "$work/redis" "$work/content"
@@ -89,6 +89,8 @@ TOML
   node_pid=$!
   pids+=($node_pid)
   wait_http "http://127.0.0.1:$dport"
+  curl -sf "http://127.0.0.1:$dport/api/time" >/dev/null ||
+    { echo "the data plane did not start: $(tail -3 "$work/dataplane.log")" >&2; exit 1; }
 }
 worker_up() {
   $bin/seckill-dataplane worker --redis "$redis" --secret-file "$work/secret" --name drill \
@@ -107,13 +109,13 @@ fault_none() { :; }
 fault_dataplane() {
   for _ in 1 2 3; do
     sleep 1.5
-    kill -9 "$node_pid"; wait "$node_pid" 2>/dev/null || true
+    kill -9 "$node_pid" 2>/dev/null || true; wait "$node_pid" 2>/dev/null || true
     node_up
   done
 }
 fault_worker() {
   sleep 2
-  kill -9 "$worker_pid"; wait "$worker_pid" 2>/dev/null || true
+  kill -9 "$worker_pid" 2>/dev/null || true; wait "$worker_pid" 2>/dev/null || true
   sleep 1
   worker_up
 }
@@ -124,13 +126,15 @@ fault_redis_slow() {
 }
 fault_redis() {
   sleep 2
-  kill -STOP "$redis_pid"; kill -9 "$redis_pid"; wait "$redis_pid" 2>/dev/null || true
+  kill -STOP "$redis_pid" 2>/dev/null || true; kill -9 "$redis_pid" 2>/dev/null || true; wait "$redis_pid" 2>/dev/null || true
   sleep "$down_s"
   redis_up
 }
 fault_flood() {
-  # Slow-loris connections must be cut at the header timeout (5 s), plus a trickle.
-  $bin/seckill-sim flood --target "http://127.0.0.1:$dport" --duration-s $((surge_s - 2)) \
+  # Slow-loris connections must be cut at the header timeout (5 s), plus a trickle. The
+  # flood runs at the lowest CPU priority: its traffic is all there, but an attacker's
+  # machine is not the node's, and on 2 shared cores its own work would be the node's loss.
+  nice -n 19 $bin/seckill-sim flood --target "http://127.0.0.1:$dport" --duration-s $((surge_s - 2)) \
       --slow 1000 --malformed-rate 300 --secret-file "$work/secret" \
       --json "$work/flood.json" > "$work/flood.txt" 2>&1 || true
   notes=$(python3 - "$work/flood.json" <<'PY'
@@ -241,9 +245,12 @@ if fault == "fault_skew":
     if len(first) < 2 or max(first.values()) > 250:
         fail.append("a node opened late")
 if fault == "fault_flood" and ref_p99:
-    notes.append(f"reference p99 {float(ref_p99):.1f} ms")
-    if p99 > 2 * float(ref_p99):
-        fail.append(f"p99 {p99:.1f} ms above twice the reference's")
+    # The steady state after the opening's ramp: the opening's own burst of new
+    # connections swings the whole run's p99 from run to run more than any flood does.
+    steady = r["steady_purchase_latency"]["p99_ms"]
+    notes.append(f"steady p99 {steady:.1f} ms, the reference's {float(ref_p99):.1f} ms")
+    if steady > 2 * float(ref_p99):
+        fail.append(f"steady p99 {steady:.1f} ms above twice the reference's")
 recover = "-" if fault in ("fault_none", "fault_skew", "fault_flood") else f"{recovered - ended:.2f} s"
 fail += c["violations"]
 bad = lost or oversell or limit or twice or missing or stranded or fail
@@ -254,7 +261,7 @@ PY
   echo "$row" >&2
   rows+=("$row")
   if [ "$fault" = fault_none ]; then
-    ref_p99=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["purchase_latency"]["p99_ms"])' "$work/report.json")
+    ref_p99=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["steady_purchase_latency"]["p99_ms"])' "$work/report.json")
   fi
   case $row in *FAILED*) failed=$((failed + 1)) ;; esac
 }

@@ -17,7 +17,7 @@ cargo build --release -q -p seckill-dataplane
 start_redis
 start_nginx "$shards"
 dport=$(port)
-target/release/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" --redis "$redis" \
+$bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" --redis "$redis" \
     --shards "$shards" --demo-issuer --secret-file "$work/secret" ${SERVE_ARGS:-} 2>"$work/dataplane.log" &
 pids+=($!)
 wait_http "http://127.0.0.1:$dport"
@@ -35,7 +35,7 @@ fi
 code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/api/campaigns/bench/purchase" -H "Authorization: Bearer $SECKILL_TOKEN")
 [ "$code" = 409 ] || { echo "expected 409 sold_out, got $code" >&2; exit 1; }
 
-limits() { target/release/seckill-dataplane limits --redis "$redis" set "$@" >/dev/null; sleep 0.5; }
+limits() { $bin/seckill-dataplane limits --redis "$redis" set "$@" >/dev/null; sleep 0.5; }
 rate() { wrk -t$threads -c$conns -d${secs}s "$@" 2>/dev/null | awk '/Requests\/sec/ {print $2}'; }
 declare -A runs
 for r in $(seq "$rounds"); do

@@ -22,7 +22,7 @@ launch_node "$shards"
 launch() {
   local r=$1
   shift
-  target/release/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
+  $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
       --redis "$redis" --secret-file "$work/secret" --store "$work/orders.sqlite" --rate "$r" \
       --json "$work/report.json" "$@" > "$work/summary.txt" || true
 }

@@ -2,6 +2,8 @@
 # free ports, a throwaway redis-server, nginx `return 200`, and the sold-out campaign
 # every request of which ends on the shard.
 
+# The release binaries, wherever cargo puts them.
+bin="${CARGO_TARGET_DIR:-target}/release"
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -54,7 +56,7 @@ per_user_limit = 1
 hold_ttl_s = 3600
 price_cents = 1
 TOML
-  local c=(target/release/seckill-dataplane campaign --redis "$redis")
+  local c=($bin/seckill-dataplane campaign --redis "$redis")
   "${c[@]}" create --file "$work/$1.toml" >/dev/null
   "${c[@]}" arm "$1" >/dev/null
   "${c[@]}" start "$1" >/dev/null
@@ -62,7 +64,7 @@ TOML
 
 # no_limits: every rate limit, the automatic blocking and admission off, in $redis.
 no_limits() {
-  target/release/seckill-dataplane limits --redis "$redis" set ip_rate=0 user_rate=0 \
+  $bin/seckill-dataplane limits --redis "$redis" set ip_rate=0 user_rate=0 \
       auto_block_refusals=0 admission_rate=0 >/dev/null
 }
 
@@ -127,7 +129,7 @@ db = "$work/orders.sqlite"
 ip_rate = 50
 ip_burst = 100
 TOML
-  target/release/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.0.1:$dport" \
+  $bin/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.0.1:$dport" \
       --redis "$redis" --shards "$1" --secret-file "$work/secret" 2>"$work/dataplane.log" &
   node=$!
   pids+=($node)

@@ -40,7 +40,7 @@ scraped() {
 }
 declare -A runs
 for _ in $(seq "$rounds"); do
-  start target/release/seckill-dataplane
+  start $bin/seckill-dataplane
   runs[none]+="$(rate) "
   runs[1s]+="$(scraped 1) "
   runs[100ms]+="$(scraped 0.1) "

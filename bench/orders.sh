@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 orders=${1:-20000}
 cargo build --release -q
-bin=target/release
+bin="${CARGO_TARGET_DIR:-target}/release"
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }

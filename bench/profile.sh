@@ -14,7 +14,7 @@ cargo build --release -q -p seckill-dataplane
 . bench/lib.sh
 start_redis
 dport=$(port)
-target/release/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" --redis "$redis" \
+$bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" --redis "$redis" \
     --shards 1 --demo-issuer --secret-file "$work/secret" 2>"$work/dataplane.log" &
 node=$!
 pids+=($node)

@@ -16,7 +16,7 @@ start_redis
 redis_pid=${pids[-1]}
 dport=$(port)
 : > "$work/empty.toml"
-target/release/seckill-dataplane serve --config "$work/empty.toml" --listen "127.0.0.1:$dport" \
+$bin/seckill-dataplane serve --config "$work/empty.toml" --listen "127.0.0.1:$dport" \
     --admin-listen "" --no-worker --redis "$redis" --shards "$shards" --secret-file "$work/secret" \
     2>"$work/dataplane.log" &
 pids+=($!)
@@ -62,7 +62,7 @@ rb_run() {
 }
 flat_out_scenario "$work/flat-out.toml" "http://127.0.0.1:$dport" "$redis" dp1 "$secs"
 dp_run() {
-  measure target/release/seckill-sim run --scenario "$work/flat-out.toml" --campaign "dp$1"
+  measure $bin/seckill-sim run --scenario "$work/flat-out.toml" --campaign "dp$1"
 }
 declare -A rate cpu
 for round in $(seq "$rounds"); do

@@ -12,7 +12,7 @@ cargo build --release -q -p seckill-dataplane -p seckill-simulator
 start_redis
 dport=$(port)
 : > "$work/empty.toml"
-target/release/seckill-dataplane serve --config "$work/empty.toml" --listen "127.0.0.1:$dport" \
+$bin/seckill-dataplane serve --config "$work/empty.toml" --listen "127.0.0.1:$dport" \
     --admin-listen "" --redis "$redis" --shards 1 --secret-file "$work/secret" \
     --no-worker 2>"$work/dataplane.log" &
 node=$!
@@ -48,7 +48,7 @@ addresses = $addrs
 [personas]
 shopper = 1
 TOML
-  target/release/seckill-sim run --scenario "$work/s$n.toml" --json "$work/r$n.json" >/dev/null 2>&1 || true
+  $bin/seckill-sim run --scenario "$work/s$n.toml" --json "$work/r$n.json" >/dev/null 2>&1 || true
   read -r answered p50 p99 <<<"$(python3 -c "
 import json; r = json.load(open('$work/r$n.json')); l = r['purchase_latency']
 print(round(r['achieved_per_s']), l['p50_ms'], l['p99_ms'])")"

@@ -16,7 +16,7 @@ cargo build --release -q -p seckill-dataplane -p seckill-simulator
 . bench/lib.sh
 start_redis
 dport=$(port)
-target/release/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" --redis "$redis" \
+$bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" --redis "$redis" \
     --shards 1 --demo-issuer --secret-file "$work/secret" 2>"$work/dataplane.log" &
 pids+=($!)
 wait_http "http://127.0.0.1:$dport"
@@ -49,7 +49,7 @@ users = 1
 shopper = 1
 TOML
 sim_rate() {
-  { target/release/seckill-sim run --scenario "$work/flat-out.toml" --target "$1" --json - 2>/dev/null || true; } |
+  { $bin/seckill-sim run --scenario "$work/flat-out.toml" --target "$1" --json - 2>/dev/null || true; } |
     python3 -c 'import sys,json; print(round(json.load(sys.stdin)["achieved_per_s"]))'
 }
 compare() {

@@ -37,7 +37,7 @@ pids+=($!)
 end=$(( $(date +%s) + minutes * 60 ))
 launches=0 failed=0
 while [ "$(date +%s)" -lt "$end" ]; do
-  if ! target/release/seckill-sim run --scenario config/scenarios/launch.toml \
+  if ! $bin/seckill-sim run --scenario config/scenarios/launch.toml \
       --target "http://127.0.0.1:$dport" --redis "$redis" --secret-file "$work/secret" \
       --create "$work/campaign.toml" --store "$work/orders.sqlite" --rate "$rate" \
       --seed "$launches" --p99-ms 1000 \

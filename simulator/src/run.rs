@@ -85,6 +85,9 @@ pub struct Report {
     pub outcomes: BTreeMap<String, BTreeMap<String, u64>>,
     /// Purchases, from their planned instant (the headline figure).
     pub purchase_latency: Latency,
+    /// Purchases planned once the ramp after the opening is over (the steady state, without
+    /// the opening's burst of new connections), from the planned instant.
+    pub steady_purchase_latency: Latency,
     /// Purchases by outcome (status and error code), from the planned instant: whether
     /// refusals stay fast when the node cannot reach Redis.
     pub purchase_latency_by_outcome: BTreeMap<String, Latency>,
@@ -528,7 +531,14 @@ fn build_report(
             p99_ms: h.value_at_quantile(0.99) as f64 / 1000.0,
         })
         .collect();
+    // The sale's steady state: purchases planned from the end of the ramp on.
+    let steady_from = (s.campaign.starts_in_s + s.arrivals.ramp_s).ceil() as usize;
+    let mut steady = engine::histogram();
+    for h in t.per_second.iter().skip(steady_from) {
+        let _ = steady.add(h);
+    }
     let mut r = Report {
+        steady_purchase_latency: Latency::of(&steady),
         over_time,
         scenario: s.clone(),
         campaign,

@@ -4,8 +4,9 @@
 //!   broken framing (TLS on the plain port, bad methods, oversized heads and request
 //!   lines, unreadable or lying lengths, headers without a colon, broken JSON); each
 //!   answer's status is counted;
-//! - **slow-loris** connections held open by trickling a head a header line at a time;
-//!   when the node closes one, another takes its place.
+//! - **slow-loris** connections, opened evenly over `--slow-ramp-s` and held open by
+//!   trickling a head a header line at a time; when the node closes one, another takes
+//!   its place.
 //!
 //! Every malformed request must get a 4xx or a close, never a 5xx or a hang, and every
 //! connection must be accepted; otherwise the exit status is 1.
@@ -37,6 +38,10 @@ pub struct FloodArgs {
     /// Seconds between two trickles on a slow connection.
     #[arg(long, default_value_t = 1.0)]
     pub trickle_s: f64,
+    /// Seconds over which the slow connections are first opened, evenly, as attackers
+    /// who do not all start in the same millisecond (0: all at once).
+    #[arg(long, default_value_t = 5.0)]
+    pub slow_ramp_s: f64,
     #[arg(long, default_value_t = 10.0)]
     pub duration_s: f64,
     /// Sign real shoppers' tokens with this secret, so the requests with a broken body
@@ -192,10 +197,12 @@ async fn one_malformed(
 async fn slow_loris(
     target: SocketAddr,
     n: u64,
+    first: Instant,
     trickle: Duration,
     until: Instant,
     report: Rc<RefCell<FloodReport>>,
 ) {
+    tokio::time::sleep_until(first.into()).await;
     let mut attempt = 0u64;
     while Instant::now() < until {
         attempt += 1;
@@ -246,6 +253,9 @@ pub fn flood(a: &FloodArgs) -> anyhow::Result<FloodReport> {
     if !(a.duration_s > 0.0 && a.duration_s <= 86_400.0) {
         anyhow::bail!("--duration-s: must be above 0 and at most 86400");
     }
+    if !(a.slow_ramp_s >= 0.0 && a.slow_ramp_s <= 3600.0) {
+        anyhow::bail!("--slow-ramp-s: must be between 0 and 3600");
+    }
     if a.slow > 60_000 {
         anyhow::bail!("--slow: at most 60000 connections");
     }
@@ -271,8 +281,11 @@ pub fn flood(a: &FloodArgs) -> anyhow::Result<FloodReport> {
     let until = Instant::now() + Duration::from_secs_f64(a.duration_s);
     let trickle = Duration::from_secs_f64(a.trickle_s);
     local.block_on(&rt, async {
+        let start = Instant::now();
+        let apart = Duration::from_secs_f64(a.slow_ramp_s / a.slow.max(1) as f64);
         for n in 0..a.slow as u64 {
-            tokio::task::spawn_local(slow_loris(target, n, trickle, until, report.clone()));
+            let first = start + apart.mul_f64(n as f64);
+            tokio::task::spawn_local(slow_loris(target, n, first, trickle, until, report.clone()));
         }
         if a.malformed_rate > 0.0 {
             let every = Duration::from_secs_f64(1.0 / a.malformed_rate);

@@ -58,38 +58,27 @@ redis_up() {
   pids+=($redis_pid)
   for _ in $(seq 100); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.05; done
 }
-# skewed_node OFFSET PORT ADMIN: a node of one shard whose clock is OFFSET off (libfaketime).
-skewed_node() {
-  cat > "$work/skew$2.toml" <<TOML
+# Every node: no worker of its own (the drill's worker runs apart), the demo's limits.
+cat > "$work/dp.toml" <<TOML
 content_dir = "$work/content"
-[admin]
-listen = "127.0.0.1:$3"
 [worker]
 enabled = false
 [limits]
 ip_rate = 50
 ip_burst = 100
 TOML
+# skewed_node OFFSET PORT ADMIN: a node of one shard whose clock is OFFSET off (libfaketime).
+skewed_node() {
   LD_PRELOAD="$faketime_lib" FAKETIME="$1" FAKETIME_DONT_FAKE_MONOTONIC=1 \
-    $bin/seckill-dataplane serve --config "$work/skew$2.toml" --listen "127.0.0.1:$2" --redis "$redis" \
-      --shards 1 --secret-file "$work/secret" 2>>"$work/skew$2.log" &
+    $bin/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.0.1:$2" --redis "$redis" \
+      --admin-listen "127.0.0.1:$3" --shards 1 --secret-file "$work/secret" 2>>"$work/skew$2.log" &
   pids+=($!)
   skewed_pids+=($!)
   wait_http "http://127.0.0.1:$2"
 }
 node_up() {
-  cat > "$work/dp.toml" <<TOML
-content_dir = "$work/content"
-[admin]
-listen = "127.0.0.1:$aport"
-[worker]
-enabled = false
-[limits]
-ip_rate = 50
-ip_burst = 100
-TOML
   $bin/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.0.1:$dport" --redis "$redis" \
-      --shards 2 --secret-file "$work/secret" 2>>"$work/dataplane.log" &
+      --admin-listen "127.0.0.1:$aport" --shards 2 --secret-file "$work/secret" 2>>"$work/dataplane.log" &
   node_pid=$!
   pids+=($node_pid)
   wait_http "http://127.0.0.1:$dport"

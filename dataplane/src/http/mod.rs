@@ -240,13 +240,34 @@ fn authenticate(shard: &Shard, req: &Request<Incoming>) -> Result<String, ApiErr
 }
 
 /// Reads a bounded JSON body, within the header timeout; an empty body reads as `{}`.
+/// Reads and drops a refused body for a moment, up to 64 KB.
+async fn discard(mut body: Incoming) {
+    let drain = async {
+        let mut seen = 0;
+        while let Some(Ok(frame)) = body.frame().await {
+            seen += frame.data_ref().map_or(0, Bytes::len);
+            if seen >= 64 * 1024 {
+                return;
+            }
+        }
+    };
+    let _ = select(
+        pin!(drain),
+        pin!(glommio::timer::Timer::new(Duration::from_millis(50))),
+    )
+    .await;
+}
+
 async fn read_json<T: DeserializeOwned>(
     shard: &Shard,
     req: Request<Incoming>,
 ) -> Result<T, ApiError> {
     let limit = shard.settings.http.max_body_bytes;
-    // A declared length above the limit is refused before any of the body is waited for.
+    // A declared length above the limit is refused without waiting for the body. What
+    // already came is read first: closing on unread bytes resets the connection, and the
+    // client could lose the answer.
     if hyper::body::Body::size_hint(req.body()).lower() > limit as u64 {
+        discard(req.into_body()).await;
         return Err(ApiError::PayloadTooLarge);
     }
     let mut collect = pin!(Limited::new(req.into_body(), limit).collect());

@@ -48,12 +48,13 @@ pub fn sample(sent_ms: i64, redis_ms: i64, received_ms: i64, rtt: Duration) -> O
 
 /// Keeps the offset of one round trip (see [`sample`]); returns whether it was kept.
 pub fn observe(sent_ms: i64, redis_ms: i64, received_ms: i64, rtt: Duration) -> bool {
-    let Some(offset) = sample(sent_ms, redis_ms, received_ms, rtt) else {
-        return false;
-    };
+    let offset = sample(sent_ms, redis_ms, received_ms, rtt);
+    offset.inspect(|o| keep(*o)).is_some()
+}
+
+fn keep(offset: i64) {
     OFFSET_MS.store(offset, Relaxed);
     MEASURED.store(true, Relaxed);
-    true
 }
 
 /// Measures this process's clock against Redis's with a few `TIME` round trips and keeps
@@ -75,8 +76,7 @@ pub fn sync(con: &mut impl redis::ConnectionLike) {
         }
     }
     if let Some((_, offset)) = best {
-        OFFSET_MS.store(offset, Relaxed);
-        MEASURED.store(true, Relaxed);
+        keep(offset);
     }
 }
 

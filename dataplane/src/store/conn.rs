@@ -843,16 +843,21 @@ async fn run_link(inner: &Rc<Node>, stream: TcpStream, mut decoder: Decoder) {
         let tick = (timeout / 4).min(slow / 2).max(Duration::from_millis(5));
         loop {
             Timer::new(tick).await;
-            let (owed, oldest) = {
-                let w = waiting.borrow();
-                let replies = w.iter().filter(|o| matches!(o, Owed::Reply(..))).count();
-                (replies, w.front().map(|o| o.since().elapsed()))
+            let Some(age) = waiting.borrow().front().map(|o| o.since().elapsed()) else {
+                continue;
             };
-            let Some(age) = oldest else { continue };
             if age > timeout {
                 tracing::warn!(host = %inner.target.host, port = inner.target.port, "redis stopped answering; dropping the connection");
                 return;
             }
+            if age <= slow {
+                continue;
+            }
+            let owed = waiting
+                .borrow()
+                .iter()
+                .filter(|o| matches!(o, Owed::Reply(..)))
+                .count();
             // Calls still waiting keep their chance until the command timeout; the ones
             // that come meanwhile are refused at once.
             if inner

@@ -29,27 +29,56 @@ fn spawn(port: u16, dir: &std::path::Path) -> Child {
         .expect("redis-server (install it: apt-get install redis-server)")
 }
 
+/// Whether the server answering on `port` within 10 s is `child`, not another process
+/// that holds the port.
+fn serves(port: u16, child: &mut Child) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let url = format!("redis://127.0.0.1:{port}");
+    let ours = format!("process_id:{}\r", child.id());
+    while Instant::now() < deadline {
+        if child.try_wait().ok().flatten().is_some() {
+            return false;
+        }
+        let info = seckill_dataplane::control::connect(&url)
+            .and_then(|mut con| Ok(redis::cmd("INFO").arg("server").query::<String>(&mut con)?));
+        if let Ok(info) = info {
+            return info.contains(&ours);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
 impl Redis {
     pub fn start() -> Redis {
         let dir = tempfile::tempdir().expect("tempdir");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let child = spawn(port, dir.path());
-        let r = Redis {
-            port,
-            child,
-            _dir: dir,
-        };
-        r.wait_up();
-        r
+        // A free port can be taken again before redis-server binds it: then ours exits,
+        // and another try gets another port.
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("a free port");
+            let mut child = spawn(port, dir.path());
+            if serves(port, &mut child) {
+                return Redis {
+                    port,
+                    child,
+                    _dir: dir,
+                };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("redis-server did not start on a free port in 5 tries");
     }
 
-    fn wait_up(&self) {
-        wait_until("redis", Duration::from_secs(10), || {
-            seckill_dataplane::control::connect(&self.url()).is_ok()
-        });
+    fn wait_up(&mut self) {
+        assert!(
+            serves(self.port, &mut self.child),
+            "redis-server did not come back on port {}",
+            self.port
+        );
     }
 
     /// Kills the server; `start_again` brings it back on the same port with its data.

@@ -49,22 +49,40 @@ pub struct Redis {
 
 impl Redis {
     pub fn start() -> Redis {
-        let dir = tempfile::tempdir().expect("tempdir");
         let mut r = Redis {
             port: free_port(),
-            dir,
+            dir: tempfile::tempdir().expect("tempdir"),
             child: None,
         };
-        r.restart();
-        r
+        // A free port can be taken again before redis-server binds it: then ours exits,
+        // and another try gets another port.
+        for _ in 0..5 {
+            if r.launch() {
+                return r;
+            }
+            r.kill();
+            r.port = free_port();
+        }
+        panic!("redis-server did not start on a free port in 5 tries");
     }
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// Starts the server again on its port, with its data.
     pub fn restart(&mut self) {
-        let child = Command::new("redis-server")
+        assert!(
+            self.launch(),
+            "redis-server did not come back on port {}",
+            self.port
+        );
+    }
+
+    /// Whether the server that answers on the port within 10 s is the one started here,
+    /// not another process that holds the port.
+    fn launch(&mut self) -> bool {
+        let mut child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args([
                 "--save",
@@ -82,14 +100,24 @@ impl Redis {
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server is installed (just setup)");
-        self.child = Some(child);
-        let url = self.url();
-        wait_until("redis", Duration::from_secs(10), || {
-            redis::Client::open(url.as_str())
+        let (url, ours) = (self.url(), format!("process_id:{}\r", child.id()));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut served = false;
+        while Instant::now() < deadline {
+            if child.try_wait().ok().flatten().is_some() {
+                break;
+            }
+            let info = redis::Client::open(url.as_str())
                 .and_then(|c| c.get_connection())
-                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-                .is_ok()
-        });
+                .and_then(|mut c| redis::cmd("INFO").arg("server").query::<String>(&mut c));
+            if let Ok(info) = info {
+                served = info.contains(&ours);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.child = Some(child);
+        served
     }
 
     pub fn kill(&mut self) {

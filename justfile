@@ -3,7 +3,10 @@
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
 redis_port := "6390"
-redis_url := "redis://127.0.0.1:" + redis_port
+# The operators' user of the managed Redis (the CLI, the console, the simulator); the
+# password stays in its file (scripts/redis-users.sh makes it on first use).
+redis_url := "redis://seckill-ops@127.0.0.1:" + redis_port
+ops := "--redis " + redis_url + " --redis-password-file data/redis/users/ops.password"
 
 # List the recipes.
 default:
@@ -26,27 +29,36 @@ setup:
         $SUDO apt-get update -qq && $SUDO apt-get install -y -qq $missing >/dev/null
     fi
 
-# Create data/secret, the HMAC secret shared by the nodes, unless it exists.
+# Create data/secret, the HMAC secret shared by the nodes, unless it exists (mode 0600
+# from the start: umask, not a chmod after the write).
 secret:
     @mkdir -p data
-    @[ -s data/secret ] || (head -c 32 /dev/urandom | base64 > data/secret && chmod 600 data/secret && echo "created data/secret")
+    @[ -s data/secret ] || (umask 077 && head -c 32 /dev/urandom | base64 > data/secret && echo "created data/secret")
 
-# Start the managed Redis (config/redis.conf, files in data/redis/) on port 6390.
+# Start the managed Redis (config/redis.conf, files in data/redis/) on port 6390, with
+# its ACL users (passwords created on first use in data/redis/users/, mode 0600).
 redis: setup
     #!/usr/bin/env bash
     set -euo pipefail
     mkdir -p data/redis
-    if redis-cli -p {{redis_port}} ping >/dev/null 2>&1; then
+    scripts/redis-users.sh "$PWD/data/redis/users"
+    export REDISCLI_AUTH=$(cat data/redis/users/admin.password)
+    if redis-cli --user seckill-admin -p {{redis_port}} ping 2>/dev/null | grep -q PONG; then
         echo "redis already running on {{redis_port}}"; exit 0
     fi
+    if redis-cli -p {{redis_port}} ping 2>/dev/null | grep -q PONG; then
+        echo "a Redis without the managed users answers on {{redis_port}}: stop it first (redis-cli -p {{redis_port}} shutdown)" >&2
+        exit 1
+    fi
     redis-server config/redis.conf --dir "$PWD/data/redis" --daemonize yes \
+        --aclfile "$PWD/data/redis/users/users.acl" \
         --pidfile "$PWD/data/redis/redis.pid" --logfile "$PWD/data/redis/redis.log"
-    for _ in $(seq 50); do redis-cli -p {{redis_port}} ping >/dev/null 2>&1 && break; sleep 0.1; done
-    echo "redis running on {{redis_port}} (data/redis/)"
+    for _ in $(seq 50); do redis-cli --user seckill-admin -p {{redis_port}} ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
+    echo "redis running on {{redis_port}} (data/redis/; users and passwords in data/redis/users/)"
 
 # Stop the managed Redis (its append-only file stays in data/redis/).
 redis-stop:
-    -redis-cli -p {{redis_port}} shutdown
+    -REDISCLI_AUTH=$(cat data/redis/users/admin.password) redis-cli --user seckill-admin -p {{redis_port}} shutdown
 
 # Start a local Redis Cluster: 3 masters + 3 replicas on 7000-7005, files in data/cluster/.
 cluster BASE="7000": setup
@@ -56,7 +68,7 @@ cluster BASE="7000": setup
 cluster-stop BASE="7000":
     scripts/cluster.sh stop {{BASE}} data/cluster
 
-# Run the data plane with config/dataplane.toml.
+# Run the data plane with config/dataplane.toml (the production settings).
 serve *ARGS: redis secret
     cargo run --release -p seckill-dataplane -- serve {{ARGS}}
 
@@ -72,51 +84,51 @@ demo: redis secret content
     set -euo pipefail
     cargo build --release -q
     bin="${CARGO_TARGET_DIR:-target}/release"
-    redis={{redis_url}}
-    $bin/seckill-dataplane serve --config config/dataplane.toml --listen 127.0.0.1:8080 2> data/dataplane.log &
+    ops="{{ops}}"
+    $bin/seckill-dataplane serve --config config/demo.toml 2> data/dataplane.log &
     server=$!
     trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
     for _ in $(seq 100); do curl -sf http://127.0.0.1:8080/api/time >/dev/null 2>&1 && break; sleep 0.1; done
     stamp=$(date +%H%M%S)
     launch="launch-$stamp"
     echo "== campaign $launch, armed; a crowd with bots arrives (config/scenarios/launch.toml)"
-    $bin/seckill-dataplane campaign --redis $redis create --file config/campaigns/demo.toml --id "$launch"
-    $bin/seckill-dataplane campaign --redis $redis arm "$launch"
-    $bin/seckill-dataplane limits --redis $redis set ip_rate=50 ip_burst=100 >/dev/null
+    $bin/seckill-dataplane campaign $ops create --file config/campaigns/demo.toml --id "$launch"
+    $bin/seckill-dataplane campaign $ops arm "$launch"
+    $bin/seckill-dataplane limits $ops set ip_rate=50 ip_burst=100 >/dev/null
     sim() {
         $bin/seckill-sim run --scenario config/scenarios/launch.toml --target http://127.0.0.1:8080 \
-            --redis $redis --campaign "$launch" "$@" --json data/launch-report.json --plot data/launch.svg
+            $ops --campaign "$launch" "$@" --json data/launch-report.json --plot data/launch.svg
     }
     if [ -t 0 ] && [ -t 1 ]; then
         echo "   the console opens on it; the sale opens 5 s in and the surge lasts 13 s; press q to go on"
         sleep 2
         sim --starts-in-s 5 --duration-s 13 > data/launch-report.txt 2>&1 &
         simulator=$!
-        $bin/seckill-console --redis $redis --campaign "$launch" --db data/orders/main.sqlite || true
+        $bin/seckill-console $ops --campaign "$launch" --db data/orders/main.sqlite || true
         wait $simulator || true
         cat data/launch-report.txt
     else
         sim || true
     fi
     # The burst below comes from one address: lift the per-IP limit for it.
-    $bin/seckill-dataplane limits --redis $redis reset >/dev/null
+    $bin/seckill-dataplane limits $ops reset >/dev/null
     id="demo-$stamp"
     echo "== campaign $id: 8000 purchases from 5000 shoppers over 128 connections; 70% of buyers pay at once"
-    $bin/seckill-dataplane campaign --redis $redis create --file config/campaigns/demo.toml --id "$id" >/dev/null
-    $bin/seckill-dataplane campaign --redis $redis arm "$id" >/dev/null
-    $bin/seckill-dataplane campaign --redis $redis start "$id" >/dev/null
+    $bin/seckill-dataplane campaign $ops create --file config/campaigns/demo.toml --id "$id" >/dev/null
+    $bin/seckill-dataplane campaign $ops arm "$id" >/dev/null
+    $bin/seckill-dataplane campaign $ops start "$id" >/dev/null
     sleep 0.5
-    $bin/seckill-sim burst --target http://127.0.0.1:8080 --redis $redis --campaign "$id" \
+    $bin/seckill-sim burst --target http://127.0.0.1:8080 $ops --campaign "$id" \
         --users 5000 --requests 8000 --concurrency 128 --pay 0.7
     echo "== what the control plane shows"
-    $bin/seckill-dataplane campaign --redis $redis show "$id"
+    $bin/seckill-dataplane campaign $ops show "$id"
     echo "== what a shopper sees"
     curl -s "http://127.0.0.1:8080/api/campaigns/$id"; echo
     echo "== a buyer's order, delivered"
     token=$(curl -s -XPOST http://127.0.0.1:8080/api/session -d '{"user_id":"demo-buyer"}' | sed 's/.*"token":"\([^"]*\)".*/\1/')
-    $bin/seckill-dataplane campaign --redis $redis create --file config/campaigns/demo.toml --id "$id-x" >/dev/null
-    $bin/seckill-dataplane campaign --redis $redis arm "$id-x" >/dev/null
-    $bin/seckill-dataplane campaign --redis $redis start "$id-x" >/dev/null
+    $bin/seckill-dataplane campaign $ops create --file config/campaigns/demo.toml --id "$id-x" >/dev/null
+    $bin/seckill-dataplane campaign $ops arm "$id-x" >/dev/null
+    $bin/seckill-dataplane campaign $ops start "$id-x" >/dev/null
     sleep 0.5
     order=$(curl -s -XPOST "http://127.0.0.1:8080/api/campaigns/$id-x/purchase" -H "Authorization: Bearer $token" | sed 's/.*"order_id":"\([^"]*\)".*/\1/')
     curl -s -XPOST "http://127.0.0.1:8080/api/orders/$order/pay" -H "Authorization: Bearer $token"; echo
@@ -126,14 +138,14 @@ demo: redis secret content
     curl -s -o /dev/null -w "download: HTTP %{http_code}, %{size_download} bytes\n" "http://127.0.0.1:8080$link"
     echo "== reconciliation (Redis, streams, SQLite)"
     sleep 1
-    $bin/seckill-dataplane reconcile "$id" --redis $redis --db data/orders/main.sqlite
+    $bin/seckill-dataplane reconcile "$id" $ops --db data/orders/main.sqlite
     echo "(data plane log: data/dataplane.log; the launch's report: data/launch-report.json, plot: data/launch.svg)"
-    echo "(the console: $bin/seckill-console --redis $redis)"
+    echo "(the console: just console)"
     echo "(the shopper's page of a sale: http://127.0.0.1:8080/c/$id-x; metrics: http://127.0.0.1:9090/metrics)"
 
 # The ops console against the managed Redis (keys: ? in the console).
 console *ARGS: redis
-    cargo run --release -q -p seckill-console -- --redis {{redis_url}} --db data/orders/main.sqlite {{ARGS}}
+    cargo run --release -q -p seckill-console -- {{ops}} --db data/orders/main.sqlite {{ARGS}}
 
 # Format check, lints, every test (they start their own redis-server), then the short fault drills.
 test: setup

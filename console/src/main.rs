@@ -14,9 +14,17 @@ use seckill_console::run::{run, Options};
     about = "seckill ops console: campaigns, live stock, QPS and the ledger in the terminal"
 )]
 struct Args {
-    /// Redis holding the control plane.
-    #[arg(long, env = "SECKILL_REDIS", default_value = "redis://127.0.0.1:6390")]
+    /// Redis holding the control plane: redis://[user@]host:port (the operators' user).
+    #[arg(
+        long,
+        env = "SECKILL_REDIS",
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6390"
+    )]
     redis: String,
+    /// File holding the Redis user's password (mode 0600).
+    #[arg(long, env = "SECKILL_REDIS_PASSWORD_FILE")]
+    redis_password_file: Option<PathBuf>,
     /// Open on this campaign's detail view (as soon as it exists).
     #[arg(long)]
     campaign: Option<String>,
@@ -33,9 +41,12 @@ fn main() -> anyhow::Result<()> {
     if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         anyhow::bail!("seckill-console needs a terminal; `seckill-dataplane campaign list` reads the same control plane");
     }
-    redis::Client::open(args.redis.as_str()).map_err(|e| anyhow::anyhow!("--redis: {e}"))?;
+    let redis =
+        seckill_dataplane::secrets::redis_url(&args.redis, args.redis_password_file.as_deref())
+            .map_err(|e| anyhow::anyhow!("--redis-password-file: {e}"))?;
+    redis::Client::open(redis.as_str()).map_err(|e| anyhow::anyhow!("--redis: {e}"))?;
     run(Options {
-        redis: args.redis,
+        redis,
         campaign: args.campaign,
         refresh: Duration::from_millis(args.refresh_ms),
         stores: Stores(args.dbs),

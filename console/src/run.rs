@@ -44,7 +44,8 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let refresh_now = spawn_reader(&opts, tx.clone(), stop.clone());
     spawn_keys(tx, stop.clone());
-    let mut app = App::new(&opts.redis);
+    // The header shows where the console is connected, never the password.
+    let mut app = App::new(&seckill_dataplane::secrets::redact(&opts.redis));
     app.focus = opts.campaign.clone();
     let mut con: Option<Connection> = None;
     terminal.draw(|f| crate::ui::draw(&app, f))?;

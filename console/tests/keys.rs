@@ -22,7 +22,7 @@ struct Console {
 impl Console {
     fn new(redis: &Redis, stores: Stores) -> Console {
         let mut c = Console {
-            app: App::new(&redis.url()),
+            app: App::new(&seckill_dataplane::secrets::redact(&redis.url())),
             con: redis.con(),
             stores,
         };

@@ -54,9 +54,10 @@ fn an_operator_starts_a_sale_from_the_console() {
         socket: format!("seckill-test-{}", std::process::id()),
     };
     let console = format!(
-        "{} --redis {} --refresh-ms 200",
+        "{} --redis redis://seckill-ops@127.0.0.1:{} --redis-password-file {} --refresh-ms 200",
         env!("CARGO_BIN_EXE_seckill-console"),
-        redis.url()
+        redis.port,
+        redis.ops_password_file().display()
     );
     tmux.run(&[
         "new-session",

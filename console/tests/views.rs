@@ -99,6 +99,7 @@ fn fleet() -> Fleet {
             delivered_per_s: 480.0,
             delivered: 5120,
             pay_to_delivered_p99_ms: 38.0,
+            undelivered: 0,
         }],
     }
 }

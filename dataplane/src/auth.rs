@@ -10,25 +10,46 @@ use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// The shared secret every node and the identity provider sign with.
+/// The shared secrets every node and the identity provider sign with: the first signs,
+/// every one verifies, so a secret can be rotated without refusing what the previous one
+/// signed.
 #[derive(Clone)]
-pub struct Secret(Vec<u8>);
+pub struct Secret(Vec<Vec<u8>>);
 
-pub const MIN_SECRET_BYTES: usize = 16;
+/// 256 bits: as long as the HMAC-SHA256 output, counted in raw bytes.
+pub const MIN_SECRET_BYTES: usize = 32;
 
 impl Secret {
     pub fn new(bytes: Vec<u8>) -> Option<Self> {
-        (bytes.len() >= MIN_SECRET_BYTES).then_some(Secret(bytes))
+        (bytes.len() >= MIN_SECRET_BYTES).then(|| Secret(vec![bytes]))
     }
 
-    fn mac(&self, parts: &[&[u8]]) -> HmacSha256 {
+    /// Accepts what `older` signed too; this secret still signs.
+    pub fn also_verifying(mut self, older: Secret) -> Secret {
+        self.0.extend(older.0);
+        self
+    }
+
+    fn mac_with(key: &[u8], parts: &[&[u8]]) -> HmacSha256 {
         // HMAC takes keys of any length; the error case cannot happen.
-        let mut m = HmacSha256::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!());
+        let mut m = HmacSha256::new_from_slice(key).unwrap_or_else(|_| unreachable!());
         for p in parts {
             m.update(&(p.len() as u64).to_be_bytes());
             m.update(p);
         }
         m
+    }
+
+    /// The MAC under the signing secret.
+    fn mac(&self, parts: &[&[u8]]) -> HmacSha256 {
+        Self::mac_with(&self.0[0], parts)
+    }
+
+    /// Whether any of the secrets signed `parts` as `sig`.
+    fn verifies(&self, parts: &[&[u8]], sig: &[u8]) -> bool {
+        self.0
+            .iter()
+            .any(|k| Self::mac_with(k, parts).verify_slice(sig).is_ok())
     }
 }
 
@@ -62,6 +83,16 @@ pub(crate) fn verify(
     token: &str,
     now_ms: i64,
 ) -> Result<String, TokenError> {
+    verify_until(secret, domain, token, now_ms).map(|(subject, _)| subject)
+}
+
+/// The subject a token signs and its expiry.
+fn verify_until(
+    secret: &Secret,
+    domain: &[u8],
+    token: &str,
+    now_ms: i64,
+) -> Result<(String, i64), TokenError> {
     let mut it = token.split('.');
     let (Some(s), Some(exp), Some(sig), None) = (it.next(), it.next(), it.next(), it.next()) else {
         return Err(TokenError::Malformed);
@@ -73,14 +104,13 @@ pub(crate) fn verify(
         .ok_or(TokenError::Malformed)?;
     let expires: i64 = exp.parse().map_err(|_| TokenError::Malformed)?;
     let sig = B64.decode(sig).map_err(|_| TokenError::Malformed)?;
-    secret
-        .mac(&[domain, subject.as_bytes(), exp.as_bytes()])
-        .verify_slice(&sig)
-        .map_err(|_| TokenError::BadSignature)?;
+    if !secret.verifies(&[domain, subject.as_bytes(), exp.as_bytes()], &sig) {
+        return Err(TokenError::BadSignature);
+    }
     if expires <= now_ms {
         return Err(TokenError::Expired);
     }
-    Ok(subject)
+    Ok((subject, expires))
 }
 
 pub fn issue_token(secret: &Secret, user: &str, expires_ms: i64) -> String {
@@ -95,13 +125,25 @@ pub enum TokenError {
     BadSignature,
     #[error("token expired")]
     Expired,
+    #[error("token lives longer than allowed")]
+    TooLong,
 }
 
-/// The user a token names, when its signature holds and it has not expired at `now_ms`.
-pub fn verify_token(secret: &Secret, token: &str, now_ms: i64) -> Result<String, TokenError> {
-    let user = verify(secret, b"user", token, now_ms)?;
+/// The user a token names, when its signature holds, it has not expired at `now_ms`, and
+/// it expires within `max_ttl_ms` of now: however far the issuer set its expiry, a token
+/// is worth no more than that, so a leaked long-lived one cannot be used for long.
+pub fn verify_token(
+    secret: &Secret,
+    token: &str,
+    now_ms: i64,
+    max_ttl_ms: i64,
+) -> Result<String, TokenError> {
+    let (user, expires) = verify_until(secret, b"user", token, now_ms)?;
     if !valid_user_id(&user) {
         return Err(TokenError::Malformed);
+    }
+    if expires > now_ms.saturating_add(max_ttl_ms) {
+        return Err(TokenError::TooLong);
     }
     Ok(user)
 }
@@ -134,6 +176,8 @@ pub fn derive_license(secret: &Secret, order_id: &str) -> String {
 mod tests {
     use super::*;
 
+    const DAY: i64 = 86_400_000;
+
     fn secret() -> Secret {
         Secret::new(b"0123456789abcdef0123456789abcdef".to_vec()).expect("long enough")
     }
@@ -141,30 +185,40 @@ mod tests {
     #[test]
     fn a_token_names_its_user_until_it_expires() {
         let t = issue_token(&secret(), "alice", 2_000);
-        assert_eq!(verify_token(&secret(), &t, 1_999).as_deref(), Ok("alice"));
-        assert_eq!(verify_token(&secret(), &t, 2_000), Err(TokenError::Expired));
+        assert_eq!(
+            verify_token(&secret(), &t, 1_999, DAY).as_deref(),
+            Ok("alice")
+        );
+        assert_eq!(
+            verify_token(&secret(), &t, 2_000, DAY),
+            Err(TokenError::Expired)
+        );
     }
 
     #[test]
     fn forged_tokens_are_refused() {
         let t = issue_token(&secret(), "alice", 2_000);
-        let other = Secret::new(b"another secret, just as long".to_vec()).expect("long");
-        assert_eq!(verify_token(&other, &t, 0), Err(TokenError::BadSignature));
+        let other =
+            Secret::new(b"another secret, just as long as the first".to_vec()).expect("long");
+        assert_eq!(
+            verify_token(&other, &t, 0, DAY),
+            Err(TokenError::BadSignature)
+        );
         // Same signature, different user.
         let sig = t.rsplit('.').next().expect("3 parts");
         let forged = format!("{}.2000.{sig}", B64.encode("mallory"));
         assert_eq!(
-            verify_token(&secret(), &forged, 0),
+            verify_token(&secret(), &forged, 0, DAY),
             Err(TokenError::BadSignature)
         );
         // Extended expiry.
         let forged = t.replace(".2000.", ".9999999.");
         assert_eq!(
-            verify_token(&secret(), &forged, 0),
+            verify_token(&secret(), &forged, 0, DAY),
             Err(TokenError::BadSignature)
         );
         for bad in ["", "a.b", "a.b.c.d", "!!.1.x", &t[..t.len() - 3]] {
-            assert!(verify_token(&secret(), bad, 0).is_err(), "{bad}");
+            assert!(verify_token(&secret(), bad, 0, DAY).is_err(), "{bad}");
         }
     }
 
@@ -173,7 +227,7 @@ mod tests {
         let d = sign_download(&secret(), "demo.1.7", 2_000);
         assert_eq!(verify_download(&secret(), &d, 0).as_deref(), Ok("demo.1.7"));
         assert_eq!(
-            verify_token(&secret(), &d, 0),
+            verify_token(&secret(), &d, 0, DAY),
             Err(TokenError::BadSignature)
         );
         let u = issue_token(&secret(), "alice", 2_000);
@@ -197,8 +251,42 @@ mod tests {
     }
 
     #[test]
+    fn a_rotated_secret_still_verifies_what_the_old_one_signed() {
+        let old = secret();
+        let new = Secret::new(b"the next secret, thirty-two bytes or more".to_vec()).expect("long");
+        let rotated = new.clone().also_verifying(old.clone());
+        let before = issue_token(&old, "alice", 2_000);
+        let after = issue_token(&rotated, "alice", 2_000);
+        assert_eq!(
+            verify_token(&rotated, &before, 0, DAY).as_deref(),
+            Ok("alice")
+        );
+        assert_eq!(verify_token(&new, &after, 0, DAY).as_deref(), Ok("alice"));
+        // The new secret signs; a node that has not rotated yet refuses its tokens.
+        assert_eq!(
+            verify_token(&old, &after, 0, DAY),
+            Err(TokenError::BadSignature)
+        );
+    }
+
+    #[test]
+    fn a_token_claiming_a_longer_life_than_allowed_is_refused() {
+        let t = issue_token(&secret(), "alice", 10 * DAY);
+        assert_eq!(
+            verify_token(&secret(), &t, 0, DAY),
+            Err(TokenError::TooLong)
+        );
+        assert_eq!(
+            verify_token(&secret(), &t, 9 * DAY, DAY).as_deref(),
+            Ok("alice")
+        );
+    }
+
+    #[test]
     fn short_secrets_and_odd_user_ids_are_refused() {
         assert!(Secret::new(b"short".to_vec()).is_none());
+        assert!(Secret::new(vec![0xff; 31]).is_none());
+        assert!(Secret::new(vec![0xff; 32]).is_some());
         assert!(valid_user_id("user-42@example.com"));
         for bad in ["", "a b", "a:b", "ü", &"x".repeat(65)] {
             assert!(!valid_user_id(bad), "{bad}");

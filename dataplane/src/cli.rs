@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use seckill_dataplane::campaign::{format_instant_ms, Action, Campaign, CampaignSpec};
 use seckill_dataplane::config::Config;
-use seckill_dataplane::{control, ledger, orders, server};
+use seckill_dataplane::{control, ledger, orders, secrets, server};
 
 #[derive(Parser)]
 #[command(
@@ -84,14 +84,31 @@ enum Command {
 /// Where the control plane is: campaigns, limits, the blacklist.
 #[derive(clap::Args)]
 struct ControlPlane {
-    /// Redis holding the control plane.
+    /// Redis holding the control plane: redis://[user@]host:port (the operators' user).
     #[arg(
         long,
         env = "SECKILL_REDIS",
+        hide_env_values = true,
         default_value = "redis://127.0.0.1:6390",
         global = true
     )]
     redis: String,
+    /// File holding the Redis user's password (mode 0600).
+    #[arg(long, env = "SECKILL_REDIS_PASSWORD_FILE", global = true)]
+    redis_password_file: Option<PathBuf>,
+}
+
+impl ControlPlane {
+    /// The URL to connect with, the password in it.
+    fn url(&self) -> anyhow::Result<String> {
+        secrets::redis_url(&self.redis, self.redis_password_file.as_deref())
+            .map_err(|e| anyhow::anyhow!("--redis-password-file: {e}"))
+    }
+}
+
+/// Connects to the control plane; an error names the URL without its password.
+fn connect(url: &str) -> anyhow::Result<Connection> {
+    control::connect(url).with_context(|| format!("connecting to {}", secrets::redact(url)))
 }
 
 #[derive(clap::Args)]
@@ -107,9 +124,17 @@ struct ServeArgs {
     /// Let the kernel place the shards instead of pinning each to a core.
     #[arg(long, env = "SECKILL_NO_PIN")]
     no_pin: bool,
-    /// Enable POST /api/session, which signs a token for any user id.
-    #[arg(long, env = "SECKILL_DEMO_ISSUER")]
-    demo_issuer: bool,
+    /// Serve POST /api/session, which signs a token for any user id: demos and tests
+    /// only, and only on a loopback listener. `--demo-issuer=false` turns it off.
+    #[arg(
+        long,
+        env = "SECKILL_DEMO_ISSUER",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    demo_issuer: Option<bool>,
     /// Do not run the order worker in this process (run `worker` processes instead).
     #[arg(long, env = "SECKILL_NO_WORKER")]
     no_worker: bool,
@@ -139,9 +164,12 @@ struct CommonArgs {
     /// TOML configuration; a missing default file means built-in defaults.
     #[arg(long, env = "SECKILL_CONFIG")]
     config: Option<PathBuf>,
-    /// Redis URL, e.g. redis://127.0.0.1:6390.
-    #[arg(long, env = "SECKILL_REDIS")]
+    /// Redis URL: redis://[user@]host:port, e.g. redis://seckill-node@127.0.0.1:6390.
+    #[arg(long, env = "SECKILL_REDIS", hide_env_values = true)]
     redis: Option<String>,
+    /// File holding the Redis user's password (mode 0600).
+    #[arg(long, env = "SECKILL_REDIS_PASSWORD_FILE")]
+    redis_password_file: Option<PathBuf>,
     /// File holding the shared HMAC secret.
     #[arg(long, env = "SECKILL_SECRET_FILE")]
     secret_file: Option<PathBuf>,
@@ -211,16 +239,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Command::Serve(a) => serve(a),
         Command::Worker(a) => worker(a),
-        Command::Limits { control, command } => limits(&control.redis, command),
-        Command::Blacklist { control, command } => blacklist(&control.redis, command),
+        Command::Limits { control, command } => limits(&control.url()?, command),
+        Command::Blacklist { control, command } => blacklist(&control.url()?, command),
         Command::Reconcile {
             id,
             control,
             dbs,
             json,
             repair,
-        } => reconcile(&control.redis, &id, dbs, json, repair),
-        Command::Campaign { control, command } => campaign(&control.redis, command),
+        } => reconcile(&control.url()?, &id, dbs, json, repair),
+        Command::Campaign { control, command } => campaign(&control.url()?, command),
     }
 }
 
@@ -233,6 +261,9 @@ impl CommonArgs {
         let mut config = Config::load(&path, explicit)?;
         if let Some(v) = self.redis {
             config.redis = v;
+        }
+        if let Some(v) = self.redis_password_file {
+            config.redis_password_file = Some(v);
         }
         if let Some(v) = self.secret_file {
             config.secret_file = v;
@@ -252,8 +283,8 @@ fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     if a.no_pin {
         config.pin_shards = false;
     }
-    if a.demo_issuer {
-        config.demo_issuer = true;
+    if let Some(v) = a.demo_issuer {
+        config.demo_issuer = v;
     }
     if a.no_worker {
         config.worker.enabled = false;
@@ -321,7 +352,7 @@ fn reconcile(
     if dbs.is_empty() {
         bail!("--db: no order store given and none found in data/orders/");
     }
-    let mut con = control::connect(redis).with_context(|| format!("connecting to {redis}"))?;
+    let mut con = connect(redis)?;
     let repaired = if repair {
         Some(seckill_dataplane::reconcile::repair(&mut con, id, &dbs)?)
     } else {
@@ -352,7 +383,7 @@ fn reconcile(
 }
 
 fn limits(redis: &str, command: LimitsCommand) -> anyhow::Result<ExitCode> {
-    let mut con = control::connect(redis).with_context(|| format!("connecting to {redis}"))?;
+    let mut con = connect(redis)?;
     match command {
         LimitsCommand::Show => {}
         LimitsCommand::Set { pairs } => {
@@ -382,7 +413,7 @@ fn limits(redis: &str, command: LimitsCommand) -> anyhow::Result<ExitCode> {
 
 fn blacklist(redis: &str, command: BlacklistCommand) -> anyhow::Result<ExitCode> {
     use seckill_dataplane::guard::blacklist;
-    let mut con = control::connect(redis).with_context(|| format!("connecting to {redis}"))?;
+    let mut con = connect(redis)?;
     match command {
         BlacklistCommand::Add { entry, ttl_s } => {
             let entry = blacklist::parse_entry(&entry).map_err(anyhow::Error::msg)?;
@@ -411,7 +442,7 @@ fn blacklist(redis: &str, command: BlacklistCommand) -> anyhow::Result<ExitCode>
 }
 
 fn campaign(redis: &str, command: CampaignCommand) -> anyhow::Result<ExitCode> {
-    let mut con = control::connect(redis).with_context(|| format!("connecting to {redis}"))?;
+    let mut con = connect(redis)?;
     let con = &mut con;
     match command {
         CampaignCommand::Create { file, id } => {

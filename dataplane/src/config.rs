@@ -15,8 +15,11 @@ pub struct Config {
     pub node: Option<String>,
     /// Address every shard listens on (`SO_REUSEPORT`).
     pub listen: String,
-    /// Redis URL: `redis://[user:password@]host:port[/db]`.
+    /// Redis URL: `redis://[user@]host:port[/db]` (a password in the URL works too, but
+    /// belongs in `redis_password_file`).
     pub redis: String,
+    /// File holding the Redis user's password (mode 0600).
+    pub redis_password_file: Option<PathBuf>,
     /// Number of shards (executors); absent means one per core.
     pub shards: Option<usize>,
     /// Pin each shard to a core of its own. Right when the node has its cores to itself;
@@ -24,11 +27,19 @@ pub struct Config {
     /// balance.
     pub pin_shards: bool,
     /// Serve `POST /api/session`, which signs a token for any user id (demos, tests).
+    /// Only on a loopback listener.
     pub demo_issuer: bool,
-    /// File holding the HMAC secret shared by every node (at least 16 bytes).
+    /// File holding the HMAC secret shared by every node and the shop's identity
+    /// provider (at least 32 bytes, mode 0600); it signs and verifies.
     pub secret_file: PathBuf,
+    /// Further secrets that verify but never sign: the previous one while a new one is
+    /// rolled out, or the next one before it signs.
+    pub verify_secret_files: Vec<PathBuf>,
     /// Lifetime of tokens issued by the demo issuer.
     pub token_ttl_s: u64,
+    /// A shopper's token is refused when it expires further ahead than this, whatever
+    /// its issuer wrote.
+    pub max_token_ttl_s: u64,
     /// Where campaigns' downloadable files live.
     pub content_dir: PathBuf,
     /// Lifetime of a signed download link.
@@ -71,6 +82,9 @@ pub struct TicketConfig {
     pub difficulty: u32,
     pub challenge_ttl_s: u64,
     pub ticket_ttl_s: u64,
+    /// Tickets are issued from this long before a campaign's `starts_at` (and while it
+    /// is live), never earlier.
+    pub window_s: u64,
 }
 
 impl Default for TicketConfig {
@@ -79,6 +93,7 @@ impl Default for TicketConfig {
             difficulty: 18,
             challenge_ttl_s: 120,
             ticket_ttl_s: 300,
+            window_s: 300,
         }
     }
 }
@@ -120,12 +135,21 @@ pub struct HttpConfig {
     /// A keep-alive connection with no request for this long is closed.
     pub idle_timeout_ms: u64,
     pub max_connections_per_shard: usize,
+    /// How long a stopping node keeps serving, reporting itself not ready, before it
+    /// stops accepting: time for a load balancer's health checks to take it out.
+    pub drain_ms: u64,
     /// How long a stopping node lets in-flight requests finish.
     pub shutdown_grace_ms: u64,
     /// Peers whose `X-Forwarded-For` names the client (load balancers, proxies).
     pub trusted_proxies: Vec<String>,
     /// Client IPs and users a shard tracks for rate limits at most (memory bound).
     pub max_tracked_clients: usize,
+    /// Event streams one client address may hold open on a shard: each holds a
+    /// connection for as long as the client likes.
+    pub max_event_streams_per_client: u32,
+    /// Event streams a shard holds open in all; below `max_connections_per_shard`, so that
+    /// purchases always find a connection.
+    pub max_event_streams_per_shard: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -165,11 +189,14 @@ impl Default for Config {
             node: None,
             listen: "127.0.0.1:8080".into(),
             redis: "redis://127.0.0.1:6390".into(),
+            redis_password_file: None,
             shards: None,
             pin_shards: true,
             demo_issuer: false,
             secret_file: "data/secret".into(),
+            verify_secret_files: Vec::new(),
             token_ttl_s: 3600,
+            max_token_ttl_s: 86_400,
             content_dir: "data/content".into(),
             download_ttl_s: 24 * 3600,
             http: HttpConfig::default(),
@@ -193,9 +220,12 @@ impl Default for HttpConfig {
             header_timeout_ms: 5_000,
             idle_timeout_ms: 30_000,
             max_connections_per_shard: 20_000,
+            drain_ms: 2_000,
             shutdown_grace_ms: 5_000,
             trusted_proxies: Vec::new(),
             max_tracked_clients: 100_000,
+            max_event_streams_per_client: 4,
+            max_event_streams_per_shard: 10_000,
         }
     }
 }
@@ -292,6 +322,7 @@ pub struct Settings {
     pub node: String,
     pub started_ms: i64,
     pub listen: SocketAddr,
+    /// The Redis URL with the password in it: never to be shown (see [`crate::secrets::redact`]).
     pub redis_url: String,
     /// The Redis server, or seed nodes of a Redis Cluster (`redis` may list several,
     /// separated by commas).
@@ -301,6 +332,7 @@ pub struct Settings {
     pub demo_issuer: bool,
     pub secret: Secret,
     pub token_ttl: Duration,
+    pub max_token_ttl: Duration,
     pub content_dir: PathBuf,
     pub download_ttl: Duration,
     pub http: HttpConfig,
@@ -367,8 +399,9 @@ impl Config {
                     format!("'{}' is not a host:port address", self.listen),
                 )
             })?;
-        let redis = self
-            .redis
+        let redis_url = crate::secrets::redis_url(&self.redis, self.redis_password_file.as_deref())
+            .map_err(|e| bad("redis_password_file", e))?;
+        let redis = redis_url
             .split(',')
             .map(|u| RedisTarget::parse(u.trim()))
             .collect::<Result<Vec<_>, _>>()
@@ -378,19 +411,10 @@ impl Config {
         if shards == 0 || shards > 256 {
             return Err(bad("shards", "must be between 1 and 256"));
         }
-        let bytes = std::fs::read(&self.secret_file).map_err(|e| {
-            bad(
-                "secret_file",
-                format!("cannot read {}: {e}", self.secret_file.display()),
-            )
-        })?;
-        let trimmed = String::from_utf8_lossy(&bytes).trim().as_bytes().to_vec();
-        let secret = Secret::new(trimmed).ok_or_else(|| {
-            bad(
-                "secret_file",
-                format!("{} holds fewer than 16 bytes", self.secret_file.display()),
-            )
-        })?;
+        let mut secret = read_secret(&self.secret_file, "secret_file")?;
+        for f in &self.verify_secret_files {
+            secret = secret.also_verifying(read_secret(f, "verify_secret_files")?);
+        }
         let h = &self.http;
         for (field, v, min) in [
             ("http.max_header_bytes", h.max_header_bytes, 1024),
@@ -401,10 +425,26 @@ impl Config {
                 h.max_connections_per_shard,
                 1,
             ),
+            (
+                "http.max_event_streams_per_client",
+                h.max_event_streams_per_client as usize,
+                1,
+            ),
+            (
+                "http.max_event_streams_per_shard",
+                h.max_event_streams_per_shard,
+                1,
+            ),
         ] {
             if v < min {
                 return Err(bad(field, format!("must be at least {min}")));
             }
+        }
+        if h.max_event_streams_per_shard >= h.max_connections_per_shard {
+            return Err(bad(
+                "http.max_event_streams_per_shard",
+                "must be below http.max_connections_per_shard",
+            ));
         }
         let r = &self.redis_client;
         for (field, v) in [
@@ -418,6 +458,7 @@ impl Config {
             ("control.rebalance_ms", self.control.rebalance_ms),
             ("control.max_clock_skew_ms", self.control.max_clock_skew_ms),
             ("token_ttl_s", self.token_ttl_s),
+            ("max_token_ttl_s", self.max_token_ttl_s),
             ("download_ttl_s", self.download_ttl_s),
             ("worker.claim_idle_ms", self.worker.claim_idle_ms),
             ("worker.batch", self.worker.batch as u64),
@@ -430,6 +471,7 @@ impl Config {
             ("http.header_timeout_ms", h.header_timeout_ms, 86_400_000),
             ("http.idle_timeout_ms", h.idle_timeout_ms, 86_400_000),
             ("http.shutdown_grace_ms", h.shutdown_grace_ms, 600_000),
+            ("http.drain_ms", h.drain_ms, 600_000),
             (
                 "redis_client.connect_timeout_ms",
                 r.connect_timeout_ms,
@@ -448,6 +490,8 @@ impl Config {
             ),
             ("download_ttl_s", self.download_ttl_s, 365 * 86_400),
             ("token_ttl_s", self.token_ttl_s, 365 * 86_400),
+            ("max_token_ttl_s", self.max_token_ttl_s, 30 * 86_400),
+            ("tickets.window_s", self.tickets.window_s, 7 * 86_400),
         ] {
             if v > max {
                 return Err(bad(field, format!("must be at most {max}")));
@@ -555,6 +599,24 @@ impl Config {
         if admin_listen.is_some_and(|a| a == listen) {
             return Err(bad("admin.listen", "must differ from listen"));
         }
+        let admin_token = self.admin.token.clone().filter(|t| !t.is_empty());
+        if admin_listen.is_some_and(|a| !a.ip().is_loopback()) && admin_token.is_none() {
+            return Err(bad(
+                "admin.token",
+                "the admin listener is beyond loopback: set admin.token (SECKILL_ADMIN_TOKEN), or listen on 127.0.0.1",
+            ));
+        }
+        if self.demo_issuer && !listen.ip().is_loopback() {
+            return Err(bad(
+                "demo_issuer",
+                format!(
+                    "the demo issuer signs a token for any user id, so it serves only on a loopback listener, not {listen}; turn it off (--demo-issuer=false) and let the shop issue tokens"
+                ),
+            ));
+        }
+        if self.token_ttl_s > self.max_token_ttl_s {
+            return Err(bad("token_ttl_s", "must be at most max_token_ttl_s"));
+        }
         let node = match &self.node {
             Some(n)
                 if !(1..=64).contains(&n.len())
@@ -574,13 +636,14 @@ impl Config {
             node,
             started_ms: crate::now_ms(),
             listen,
-            redis_url: self.redis.clone(),
+            redis_url,
             redis,
             shards,
             pin_shards: self.pin_shards,
             demo_issuer: self.demo_issuer,
             secret,
             token_ttl: Duration::from_secs(self.token_ttl_s),
+            max_token_ttl: Duration::from_secs(self.max_token_ttl_s),
             content_dir: self.content_dir.clone(),
             download_ttl: Duration::from_secs(self.download_ttl_s),
             http: self.http.clone(),
@@ -592,9 +655,14 @@ impl Config {
             trusted_proxies,
             tickets: self.tickets.clone(),
             admin_listen,
-            admin_token: self.admin.token.clone().filter(|t| !t.is_empty()),
+            admin_token,
         })
     }
+}
+
+/// A signing secret from a file only its owner may read, counted in raw bytes.
+fn read_secret(path: &Path, field: &str) -> Result<Secret, ConfigError> {
+    crate::secrets::read_secret(path).map_err(|e| bad(field, e))
 }
 
 /// This machine's name, for node names.
@@ -614,7 +682,8 @@ mod tests {
     fn with_secret(text: &str) -> (tempfile::TempDir, Config) {
         let dir = tempfile::tempdir().expect("tempdir");
         let secret = dir.path().join("secret");
-        std::fs::write(&secret, "a secret of more than sixteen bytes\n").expect("write");
+        crate::secrets::create_private(&secret, b"a secret of more than thirty-two bytes\n")
+            .expect("write");
         let mut c = Config::from_toml(text).expect("parses");
         c.secret_file = secret;
         (dir, c)
@@ -659,6 +728,14 @@ mod tests {
                 "[control]\nmax_clock_skew_ms = 10",
                 "control.max_clock_skew_ms",
             ),
+            (
+                "[http]\nmax_connections_per_shard = 100\nmax_event_streams_per_shard = 100",
+                "http.max_event_streams_per_shard",
+            ),
+            (
+                "[http]\nmax_event_streams_per_client = 0",
+                "http.max_event_streams_per_client",
+            ),
         ];
         for (text, field) in cases {
             let (_d, c) = with_secret(text);
@@ -678,12 +755,58 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_or_short_secret_is_refused() {
+    fn a_missing_short_or_shared_secret_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
         let (dir, mut c) = with_secret("");
         c.secret_file = dir.path().join("absent");
         assert_eq!(c.validate().expect_err("absent").field, "secret_file");
-        std::fs::write(&c.secret_file, "short").expect("write");
-        assert_eq!(c.validate().expect_err("short").field, "secret_file");
+        // Six bytes of 0xff are six bytes, however a lossy conversion would count them.
+        for short in [&b"short"[..], &[0xff; 6], &[0xff; 31]] {
+            let p = dir.path().join(format!("short{}", short.len()));
+            crate::secrets::create_private(&p, short).expect("write");
+            c.secret_file = p;
+            assert_eq!(c.validate().expect_err("short").field, "secret_file");
+        }
+        let p = dir.path().join("raw");
+        crate::secrets::create_private(&p, &[0xff; 32]).expect("write");
+        c.secret_file = p.clone();
+        assert!(c.validate().is_ok(), "32 raw bytes are enough");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let err = c.validate().expect_err("world-readable");
+        assert_eq!(err.field, "secret_file");
+        assert!(err.problem.contains("chmod 600"), "{err}");
+    }
+
+    #[test]
+    fn the_demo_issuer_and_an_open_admin_listener_stay_on_loopback() {
+        let (_d, c) = with_secret("listen = \"0.0.0.0:8080\"\ndemo_issuer = true");
+        let err = c.validate().expect_err("demo issuer beyond loopback");
+        assert_eq!(err.field, "demo_issuer");
+        assert!(err.problem.contains("loopback"), "{err}");
+        let (_d, c) = with_secret("listen = \"127.0.0.1:8080\"\ndemo_issuer = true");
+        assert!(c.validate().is_ok());
+        let (_d, c) = with_secret("[admin]\nlisten = \"0.0.0.0:9090\"");
+        assert_eq!(c.validate().expect_err("no token").field, "admin.token");
+        let (_d, c) = with_secret("[admin]\nlisten = \"0.0.0.0:9090\"\ntoken = \"t0ken\"");
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn the_built_in_defaults_are_the_production_ones() {
+        let c = Config::default();
+        assert!(!c.demo_issuer);
+        assert!(c.limits.ip_rate > 0.0 && c.limits.user_rate > 0.0);
+        assert_eq!(c.admin.listen, "127.0.0.1:9090");
+        // And so is the file a node reads when given none.
+        let shipped = Config::from_toml(include_str!("../../config/dataplane.toml"))
+            .expect("config/dataplane.toml parses");
+        assert!(!shipped.demo_issuer);
+        assert!(shipped.limits.ip_rate > 0.0 && shipped.limits.user_rate > 0.0);
+        assert!(shipped
+            .admin
+            .listen
+            .parse::<SocketAddr>()
+            .is_ok_and(|a| a.ip().is_loopback()));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use redis::Commands;
 use std::collections::HashMap;
 
 use crate::campaign::{Action, Campaign, CampaignSpec, SpecError, State};
-use crate::keys::{self, CodeKeys, PartitionKeys};
+use crate::keys::{self, CodeKeys, PartitionKeys, TicketKeys};
 use crate::scripts;
 
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +32,8 @@ pub enum ControlError {
     Codes(String),
     #[error("{0}")]
     Limits(String),
+    #[error("campaign '{0}' is being armed by another run; try again when it has finished (at most a minute)")]
+    ArmRunning(String),
 }
 
 pub type Result<T> = std::result::Result<T, ControlError>;
@@ -127,24 +129,57 @@ pub fn read_codes(path: &str, needed: u64) -> Result<Vec<String>> {
     Ok(codes)
 }
 
+/// How long an `arm` run holds the campaign's arm lock at most (a run that died frees
+/// it by then).
+const ARM_LOCK_MS: u64 = 60_000;
+
 /// Loads the stock into the partitions (and the code pool, when the campaign has one),
 /// exactly once. A crash half-way is resumed by arming again; an armed campaign is never
-/// re-armed.
+/// re-armed. Two runs at once: the second is refused while the first holds the arm lock,
+/// and even past the lock each run stages its codes in a list of its own, which only the
+/// first to publish makes the pool.
 pub fn arm(con: &mut Connection, id: &str) -> Result<Campaign> {
     let c = get(con, id)?;
     let codes = match &c.spec.codes_file {
         Some(path) => Some(read_codes(path, c.spec.total)?),
         None => None,
     };
+    let run = format!("{:016x}", rand::random::<u64>());
+    let locked: Option<String> = redis::cmd("SET")
+        .arg(keys::arm_lock(id))
+        .arg(&run)
+        .arg("NX")
+        .arg("PX")
+        .arg(ARM_LOCK_MS)
+        .query(con)?;
+    if locked.is_none() {
+        return Err(ControlError::ArmRunning(id.to_string()));
+    }
+    let armed = arm_locked(con, &c, codes, &run);
+    // Only this run's lock is released; one that expired and was taken is not ours.
+    let _: i64 = scripts::UNLOCK
+        .key(keys::arm_lock(id))
+        .arg(&run)
+        .invoke(con)?;
+    armed
+}
+
+fn arm_locked(
+    con: &mut Connection,
+    c: &Campaign,
+    codes: Option<Vec<String>>,
+    run: &str,
+) -> Result<Campaign> {
+    let id = c.spec.id.as_str();
     set_state(con, id, State::Arming, &[State::Draft], "arm")?;
     if let Some(codes) = codes {
         let k = CodeKeys::new(id);
-        let _: () = con.del(k.staging())?;
+        let staging = k.staging(run);
         for chunk in codes.chunks(1000) {
-            let _: () = con.rpush(k.staging(), chunk)?;
+            let _: () = con.rpush(&staging, chunk)?;
         }
         let _: i64 = scripts::LOAD_CODES
-            .key(k.staging())
+            .key(&staging)
             .key(k.pool())
             .key(k.loaded())
             .invoke(con)?;
@@ -161,6 +196,17 @@ pub fn arm(con: &mut Connection, id: &str) -> Result<Campaign> {
             .arg(c.ends_at_ms.unwrap_or(0))
             .invoke(con)?;
         ensure_group(con, &k.events())?;
+    }
+    if c.spec.require_ticket {
+        let cap = u64::from(c.spec.ticket_factor) * c.spec.total;
+        let _: () = con.hset_multiple(
+            TicketKeys::new(id).rules(),
+            &[
+                ("state", State::Armed.as_str().to_string()),
+                ("starts_at_ms", c.starts_at_ms.unwrap_or(0).to_string()),
+                ("cap", cap.to_string()),
+            ],
+        )?;
     }
     set_state(con, id, State::Armed, &[State::Arming], "arm")?;
     changed(con, id)?;
@@ -190,6 +236,9 @@ pub fn act(con: &mut Connection, id: &str, action: Action) -> Result<Campaign> {
     let c = get(con, id)?;
     for p in 0..c.spec.partitions {
         let _: () = con.hset(PartitionKeys::new(id, p).part(), "state", to.as_str())?;
+    }
+    if c.spec.require_ticket {
+        let _: () = con.hset(TicketKeys::new(id).rules(), "state", to.as_str())?;
     }
     changed(con, id)?;
     Ok(c)

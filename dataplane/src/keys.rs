@@ -34,15 +34,16 @@ impl CodeKeys {
     pub fn bound(&self) -> String {
         format!("{}:bound", self.tag)
     }
-    pub fn staging(&self) -> String {
-        format!("{}:staging", self.tag)
+    /// List one `arm` run stages its codes in before they are published, its own.
+    pub fn staging(&self, run: &str) -> String {
+        format!("{}:staging:{run}", self.tag)
     }
     pub fn loaded(&self) -> String {
         format!("{}:loaded", self.tag)
     }
 }
 
-/// Keys of a campaign's challenges and ticket count, in one slot of their own.
+/// Keys of a campaign's challenges and tickets, in one slot of their own.
 pub struct TicketKeys {
     tag: String,
 }
@@ -57,10 +58,24 @@ impl TicketKeys {
     pub fn challenge(&self, id: &str) -> String {
         format!("{}:ch:{id}", self.tag)
     }
-    /// Tickets issued so far.
-    pub fn issued(&self) -> String {
-        format!("{}:issued", self.tag)
+    /// Sorted set: user → when their live ticket expires (ms).
+    pub fn live(&self) -> String {
+        format!("{}:live", self.tag)
     }
+    /// Hash: user → their live ticket, handed out again to a user who asks again.
+    pub fn tickets(&self) -> String {
+        format!("{}:tickets", self.tag)
+    }
+    /// Hash: the campaign's state, `starts_at_ms` and ticket cap, mirrored here so the
+    /// issuing script checks them in the same slot.
+    pub fn rules(&self) -> String {
+        format!("{}:rules", self.tag)
+    }
+}
+
+/// String held while one `arm` of the campaign runs: the run's token, expiring.
+pub fn arm_lock(id: &str) -> String {
+    format!("{PREFIX}:arm:{id}")
 }
 
 /// Hash holding a campaign's definition and lifecycle state.

@@ -17,9 +17,12 @@
 //!
 //! Beside the hot path: [`campaign`] (the model), [`clock`] (the sale's clock, Redis's), [`control`] (the control plane, for the
 //! CLI and console), [`ledger`] (the Redis side of the invariants), [`telemetry`] (each
-//! node's and worker's record of the last second, for the console) and [`config`].
+//! node's and worker's record of the last second, for the console), [`backoff`] (the
+//! jittered waits between reconnection attempts), [`secrets`] (secret files and Redis
+//! credentials) and [`config`].
 
 pub mod auth;
+pub mod backoff;
 pub mod campaign;
 pub mod clock;
 pub mod config;
@@ -34,6 +37,7 @@ pub mod metrics;
 pub mod orders;
 pub mod reconcile;
 pub mod scripts;
+pub mod secrets;
 pub mod server;
 pub mod shard;
 pub mod store;

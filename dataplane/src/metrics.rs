@@ -27,7 +27,7 @@ pub const ROUTES: [&str; 14] = [
 ];
 
 /// Outcomes: `ok`, then every error code an answer can carry, and `other`.
-pub const OUTCOMES: [&str; 27] = [
+pub const OUTCOMES: [&str; 29] = [
     "ok",
     "bad_request",
     "headers_too_large",
@@ -54,6 +54,8 @@ pub const OUTCOMES: [&str; 27] = [
     "challenge_invalid",
     "tickets_exhausted",
     "no_tickets",
+    "too_many_streams",
+    "starting",
     "other",
 ];
 
@@ -112,7 +114,9 @@ pub fn outcome_index(code: &str) -> usize {
         "challenge_invalid" => 23,
         "tickets_exhausted" => 24,
         "no_tickets" => 25,
-        _ => 26,
+        "too_many_streams" => 26,
+        "starting" => 27,
+        _ => 28,
     }
 }
 
@@ -197,6 +201,9 @@ pub struct WorkerMetrics {
     pub delivered: AtomicU64,
     pub lag: AtomicU64,
     pub pending: AtomicU64,
+    /// Paid orders held back undelivered, as of the worker's last pass.
+    pub undelivered: AtomicU64,
+    pub delivery_failures: AtomicU64,
     pay_to_delivered: Histo,
 }
 
@@ -213,6 +220,8 @@ pub struct Metrics {
     pub started_ms: i64,
     pub shards: Vec<Arc<ShardMetrics>>,
     pub worker: Option<Arc<WorkerMetrics>>,
+    /// Set when a graceful stop begins: the node reports not ready while it drains.
+    pub stopping: AtomicBool,
 }
 
 impl Metrics {
@@ -222,11 +231,16 @@ impl Metrics {
             started_ms,
             shards: (0..shards).map(|_| Arc::default()).collect(),
             worker: worker.then(Arc::default),
+            stopping: AtomicBool::new(false),
         }
     }
 
-    /// Whether every shard has its Redis link and has read the control plane.
+    /// Whether every shard has its Redis link and has read the control plane, and the
+    /// node is not stopping.
     pub fn ready(&self) -> Result<(), String> {
+        if self.stopping.load(Relaxed) {
+            return Err("stopping: draining before the listener closes".into());
+        }
         for (i, s) in self.shards.iter().enumerate() {
             if !s.redis_up.load(Relaxed) {
                 return Err(format!("shard {i}: no Redis connection"));
@@ -375,7 +389,7 @@ pub fn render(m: &Metrics, campaigns: &[CampaignGauges]) -> String {
         (
             "seckill_busy_total",
             "busy",
-            "Purchases refused by the per-campaign admission limit.",
+            "Requests refused as busy: over a campaign's admission limit, or a shard's event streams full.",
         ),
     ] {
         header(&mut out, name, "counter", help);
@@ -542,6 +556,18 @@ pub fn render(m: &Metrics, campaigns: &[CampaignGauges]) -> String {
                 "gauge",
                 "Order events read and not acknowledged yet.",
                 w.pending.load(Relaxed),
+            ),
+            (
+                "seckill_worker_undelivered_orders",
+                "gauge",
+                "Paid orders the worker could not deliver and keeps pending to try again.",
+                w.undelivered.load(Relaxed),
+            ),
+            (
+                "seckill_worker_delivery_failures_total",
+                "counter",
+                "Attempts to deliver a paid order that failed (code pool empty, order not deliverable).",
+                w.delivery_failures.load(Relaxed),
             ),
         ] {
             header(&mut out, name, kind, help);

@@ -35,10 +35,12 @@ scripts! {
     LOAD_CODES => "scripts/load_codes.lua",
     /// Loads a partition's stock at arm time.
     ARM_PARTITION => "scripts/arm_partition.lua",
-    /// Trades a challenge for a ticket, within the cap.
+    /// Trades a challenge for a ticket: one live per user, within the cap.
     ISSUE_TICKET => "scripts/issue_ticket.lua",
     /// Compare-and-set of a campaign's state.
     SET_STATE => "scripts/set_state.lua",
+    /// Releases a lock its holder still has.
+    UNLOCK => "scripts/unlock.lua",
 }
 
 /// The scripts the shards call, loaded on each new connection.

@@ -1,6 +1,8 @@
 //! The node: one pinned glommio executor per core, each with its own `SO_REUSEPORT`
-//! listener, and an orderly stop — on SIGINT or SIGTERM every shard stops accepting,
-//! lets in-flight requests finish (up to a grace period), and the process exits 0.
+//! listener, and an orderly stop — on SIGINT or SIGTERM the node reports itself not
+//! ready and keeps serving for `http.drain_ms` (a load balancer takes it out), then
+//! every shard stops accepting, lets in-flight requests finish (up to a grace period),
+//! and the process exits 0.
 
 use futures::channel::oneshot;
 use futures::future::{select, Either, FutureExt};
@@ -49,7 +51,12 @@ pub fn run_until(
     metrics: Arc<Metrics>,
 ) -> Result<(), ServerError> {
     let shards = settings.shards;
-    tracing::info!(listen = %settings.listen, shards, redis = %settings.redis_url, "starting");
+    tracing::info!(
+        listen = %settings.listen,
+        shards,
+        redis = %crate::secrets::redact(&settings.redis_url),
+        "starting"
+    );
     let next_index = Arc::new(AtomicUsize::new(0));
     let placement = if settings.pin_shards {
         PoolPlacement::MaxSpread(shards, None)
@@ -92,6 +99,7 @@ async fn run_shard(
 ) -> Result<(), ServerError> {
     let addr = settings.listen;
     let grace = Duration::from_millis(settings.http.shutdown_grace_ms);
+    let drain = Duration::from_millis(settings.http.drain_ms);
     let max_conns = settings.http.max_connections_per_shard as u64;
     let listener = TcpListener::bind(addr).map_err(|e| ServerError::Bind {
         shard: index,
@@ -114,7 +122,7 @@ async fn run_shard(
     let (closing, closed) = oneshot::channel::<()>();
     let closed = closed.map(|_| ()).shared();
     if let Some(admin) = admin {
-        let (shard, closed) = (shard.clone(), closed.clone());
+        let (shard, closed, metrics) = (shard.clone(), closed.clone(), metrics.clone());
         glommio::spawn_local(async move {
             loop {
                 let accept = pin!(admin.accept());
@@ -161,6 +169,14 @@ async fn run_shard(
         while !stop.load(Ordering::Relaxed) {
             Timer::new(Duration::from_millis(50)).await;
         }
+        if index == 0 {
+            tracing::info!(
+                drain_ms = drain.as_millis() as u64,
+                "stopping: not ready, draining"
+            );
+        }
+        metrics.stopping.store(true, Ordering::Relaxed);
+        Timer::new(drain).await;
     };
     select(pin!(accept), pin!(stopping)).await;
     drop(listener);

@@ -8,10 +8,12 @@ use glommio::timer::Timer;
 use redis::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::pin::pin;
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::backoff::Backoff;
 use crate::campaign::{Campaign, State};
 use crate::config::Settings;
 use crate::guard::{blacklist, Guard};
@@ -20,6 +22,69 @@ use crate::store::{self, items, text, Store, StoreError};
 
 /// What a campaign's event is made from: state, remaining, start and end.
 pub type LiveKey = (&'static str, i64, Option<i64>, Option<i64>);
+
+/// Which cap refused an event stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamCap {
+    /// The client address has `http.max_event_streams_per_client` open.
+    Client,
+    /// The shard has `http.max_event_streams_per_shard` open.
+    Shard,
+}
+
+/// The event streams a shard holds open. A stream stays open for as long as its client
+/// likes and holds a connection all that time: without caps, idle streams from a few
+/// addresses could take every connection a shard accepts.
+#[derive(Debug, Default)]
+pub struct StreamSlots {
+    by_client: HashMap<IpAddr, u32>,
+    open: usize,
+}
+
+impl StreamSlots {
+    /// Takes a slot for a stream of `client`, unless it or the shard is at its cap.
+    pub fn take(
+        &mut self,
+        client: IpAddr,
+        per_client: u32,
+        per_shard: usize,
+    ) -> Result<(), StreamCap> {
+        if self
+            .by_client
+            .get(&client)
+            .is_some_and(|n| *n >= per_client)
+        {
+            return Err(StreamCap::Client);
+        }
+        if self.open >= per_shard {
+            return Err(StreamCap::Shard);
+        }
+        *self.by_client.entry(client).or_insert(0) += 1;
+        self.open += 1;
+        Ok(())
+    }
+
+    /// Gives back a slot `take` gave `client`.
+    pub fn give_back(&mut self, client: IpAddr) {
+        if let Some(n) = self.by_client.get_mut(&client) {
+            *n -= 1;
+            if *n == 0 {
+                self.by_client.remove(&client);
+            }
+            self.open -= 1;
+        }
+    }
+
+    /// Streams open on the shard.
+    pub fn open(&self) -> usize {
+        self.open
+    }
+
+    /// Streams `client` has open on the shard.
+    pub fn of(&self, client: IpAddr) -> u32 {
+        self.by_client.get(&client).copied().unwrap_or(0)
+    }
+}
 
 /// A campaign as this shard sees it.
 #[derive(Debug, Clone)]
@@ -50,6 +115,9 @@ pub struct Shard {
     pub store: Store,
     campaigns: RefCell<HashMap<String, CampaignView>>,
     version: Cell<Option<i64>>,
+    /// Set once a sync has read everything: until then the shard's copy is empty, not
+    /// true, and shopper routes answer 503.
+    synced: Cell<bool>,
     /// When the campaigns were last read in full, whatever the version said.
     reloaded: Cell<Option<std::time::Instant>>,
     blacklist_version: Cell<Option<i64>>,
@@ -64,6 +132,8 @@ pub struct Shard {
     pub live_events: RefCell<HashMap<String, (LiveKey, Rc<str>)>>,
     /// Set when the node stops: event streams end.
     pub stopping: Cell<bool>,
+    /// Event streams open on this shard, by client address and in all.
+    pub streams: RefCell<StreamSlots>,
     /// Request ids: a prefix unique to this shard's run, and a counter.
     id_prefix: String,
     requests: Cell<u64>,
@@ -111,6 +181,7 @@ impl Shard {
             settings,
             campaigns: RefCell::default(),
             version: Cell::new(None),
+            synced: Cell::new(false),
             reloaded: Cell::new(None),
             blacklist_version: Cell::new(None),
             wake,
@@ -119,6 +190,7 @@ impl Shard {
             metrics,
             live_events: RefCell::default(),
             stopping: Cell::new(false),
+            streams: RefCell::default(),
             id_prefix: format!("{:08x}{index:02x}", rand::random::<u32>()),
             requests: Cell::new(0),
         });
@@ -208,9 +280,9 @@ impl Shard {
         .detach();
     }
 
-    /// Whether the campaigns were read at least once.
+    /// Whether the campaigns, and their stock, were read in full at least once.
     pub fn synced(&self) -> bool {
-        self.version.get().is_some()
+        self.synced.get()
     }
 
     /// Replaces the campaign definitions, keeping what the shard learned of their stock.
@@ -329,6 +401,7 @@ impl Shard {
                 v.empty_inflows = Some(inflows);
             }
         }
+        self.synced.set(true);
         Ok(())
     }
 }
@@ -381,12 +454,17 @@ async fn sync_loop(shard: Rc<Shard>, wake: LocalReceiver<()>) {
 async fn listen_for_changes(shard: Rc<Shard>) {
     let s = &shard.settings;
     let subscribe = redis::cmd("SUBSCRIBE").arg(keys::CONTROL_CHANNEL).clone();
+    let mut backoff = Backoff::new(
+        Duration::from_millis(10),
+        Duration::from_millis(s.redis_client.max_backoff_ms),
+    );
     // On a cluster a message published on any node reaches every node's subscribers,
     // so the first seed that answers will do.
     for seed in s.redis.iter().cycle() {
         if let Ok((stream, mut decoder)) =
             store::connect(seed, &s.redis_client, std::slice::from_ref(&subscribe)).await
         {
+            backoff.reset();
             // Anything announced while we were away is picked up by the next sync.
             let _ = shard.wake.try_send(());
             let mut reader = tokio_util::compat::FuturesAsyncReadCompatExt::compat(stream);
@@ -397,7 +475,7 @@ async fn listen_for_changes(shard: Rc<Shard>) {
                 let _ = shard.wake.try_send(());
             }
         }
-        Timer::new(Duration::from_millis(s.redis_client.max_backoff_ms)).await;
+        Timer::new(backoff.wait()).await;
     }
 }
 
@@ -433,5 +511,32 @@ async fn rebalance_loop(shard: Rc<Shard>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_slots_cap_each_client_and_the_shard_and_come_back_when_given_back() {
+        let ip = |n: u8| IpAddr::from([127, 0, 0, n]);
+        let mut slots = StreamSlots::default();
+        assert_eq!(slots.take(ip(1), 2, 3), Ok(()));
+        assert_eq!(slots.take(ip(1), 2, 3), Ok(()));
+        assert_eq!(slots.take(ip(1), 2, 3), Err(StreamCap::Client));
+        assert_eq!(slots.take(ip(2), 2, 3), Ok(()));
+        assert_eq!(slots.take(ip(3), 2, 3), Err(StreamCap::Shard));
+        // A refusal takes nothing.
+        assert_eq!((slots.open(), slots.of(ip(1)), slots.of(ip(3))), (3, 2, 0));
+        slots.give_back(ip(1));
+        assert_eq!(slots.take(ip(3), 2, 3), Ok(()));
+        for n in [1, 2, 3] {
+            slots.give_back(ip(n));
+        }
+        // Giving back what was never taken changes nothing.
+        slots.give_back(ip(9));
+        assert_eq!(slots.open(), 0);
+        assert!(slots.by_client.is_empty(), "{:?}", slots.by_client);
     }
 }

@@ -71,6 +71,10 @@ pub struct WorkerRecord {
     pub delivered_per_s: f64,
     pub delivered: u64,
     pub pay_to_delivered_p99_ms: f64,
+    /// Paid orders the worker could not deliver (no code left in the pool) and keeps
+    /// pending to try again.
+    #[serde(default)]
+    pub undelivered: u64,
 }
 
 /// A shard's counters for the current window.

@@ -280,8 +280,30 @@ fn a_declared_body_over_the_limit_gets_413_before_it_is_sent() {
 #[test]
 fn sigterm_drains_and_exits_cleanly() {
     let redis = Redis::start();
-    let mut node = Node::start(&redis, 2);
-    assert_eq!(node.client().get("/api/time", None).0, 200);
+    let mut node = Node::start_with(&redis, 2, "[http]\ndrain_ms = 1500\n");
+    common::wait_until("the node to be ready", Duration::from_secs(5), || {
+        node.readyz().0 == 200
+    });
+    let c = node.client();
+    assert_eq!(c.get("/api/time", None).0, 200);
+    // A load balancer sees the node not ready at once, while it still serves, so it
+    // takes the node out before the listener closes.
+    node.sigterm();
+    common::wait_until("not ready", Duration::from_millis(500), || {
+        node.readyz().0 == 503
+    });
+    let (_, why) = node.readyz();
+    assert!(
+        why["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("stopping")),
+        "{why}"
+    );
+    assert_eq!(
+        c.get("/api/time", None).0,
+        200,
+        "still serving while it drains"
+    );
     let status = node.terminate();
     assert!(status.success(), "exit status {status}");
 }

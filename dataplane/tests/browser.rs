@@ -272,7 +272,7 @@ fn behind_proof_of_work_the_browser_earns_its_ticket() {
     let l = ledger_holds(&redis, "pow");
     assert_eq!((l.held, l.buyers), (1, 1), "{l}");
     // The ticket was used: the data plane recorded it.
-    let mut con = redis.con();
+    let mut con = redis.admin();
     let used: Vec<String> = redis::cmd("KEYS")
         .arg("*}:ticket:*")
         .query(&mut con)

@@ -5,10 +5,17 @@ mod common;
 use common::Redis;
 use std::process::{Command, Output};
 
+/// The CLI as an operator runs it: the operators' user in the URL, its password in its
+/// file.
 fn cli(redis: &Redis, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_seckill-dataplane"))
         .arg("campaign")
-        .args(["--redis", &redis.url()])
+        .args([
+            "--redis",
+            &format!("redis://seckill-ops@127.0.0.1:{}", redis.port),
+        ])
+        .arg("--redis-password-file")
+        .arg(redis.users().join("ops.password"))
         .args(args)
         .output()
         .expect("run seckill-dataplane")
@@ -93,8 +100,8 @@ fn an_invalid_campaign_file_is_refused_by_field() {
 #[test]
 fn serve_refuses_an_invalid_configuration_naming_the_field() {
     let dir = tempfile::tempdir().expect("tempdir");
+    common::write_secret(dir.path());
     let secret = dir.path().join("secret");
-    std::fs::write(&secret, common::SECRET).expect("write");
     let run = |extra: &[&str]| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_seckill-dataplane"));
         cmd.arg("serve").args(extra);

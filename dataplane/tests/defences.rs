@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{ledger_holds, open_sale, spec, Client, Node, Redis};
+use common::{buy_with, earn_ticket, ledger_holds, open_sale, spec, Client, Node, Redis};
 use seckill_dataplane::control;
 use seckill_dataplane::guard::blacklist;
 use std::time::{Duration, Instant};
@@ -206,7 +206,7 @@ fn the_breaker_opens_on_a_slow_redis_and_closes_when_it_recovers() {
     assert_eq!(c.purchase("s", &t, None).0, 200);
 
     // Redis answers, but every answer waits behind a 300 ms sleep.
-    let url = redis.url();
+    let url = redis.admin_url();
     let slow = std::thread::spawn(move || {
         let mut con = control::connect(&url).expect("connect");
         let until = Instant::now() + Duration::from_secs(3);
@@ -247,40 +247,6 @@ fn the_breaker_opens_on_a_slow_redis_and_closes_when_it_recovers() {
         back.elapsed()
     );
     ledger_holds(&redis, "s");
-}
-
-/// Asks for a challenge, solves it, and trades it for a ticket.
-fn earn_ticket(c: &Client, campaign: &str, token: &str) -> (u16, serde_json::Value) {
-    let (code, ch) = c.post(
-        &format!("/api/campaigns/{campaign}/challenge"),
-        Some(token),
-        "",
-    );
-    assert_eq!(code, 200, "{ch}");
-    let nonce = seckill_dataplane::guard::pow::solve(
-        ch["prefix"].as_str().expect("prefix"),
-        ch["difficulty"].as_u64().expect("difficulty") as u32,
-    );
-    let body = serde_json::json!({ "challenge_id": ch["challenge_id"], "nonce": nonce });
-    c.post(
-        &format!("/api/campaigns/{campaign}/ticket"),
-        Some(token),
-        &body.to_string(),
-    )
-}
-
-fn buy_with(
-    c: &Client,
-    campaign: &str,
-    token: &str,
-    ticket: Option<&str>,
-) -> (u16, serde_json::Value) {
-    let body = serde_json::json!({ "quantity": 1, "ticket": ticket });
-    c.post(
-        &format!("/api/campaigns/{campaign}/purchase"),
-        Some(token),
-        &body.to_string(),
-    )
 }
 
 #[test]

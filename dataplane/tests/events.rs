@@ -97,3 +97,139 @@ fn the_page_and_its_files_are_cacheable() {
     assert_eq!(c.get("/static/secrets.txt", None).0, 404);
     assert_eq!(c.get("/c/Not%20An%20Id", None).0, 404);
 }
+
+/// An event stream's request on a fresh connection, with the client address a trusted
+/// proxy would forward; returns the open socket, the status and, for a refusal, its
+/// `Retry-After` and JSON body.
+fn open_stream(
+    node: &Node,
+    campaign: &str,
+    forwarded_for: Option<&str>,
+) -> (TcpStream, u16, Option<String>, serde_json::Value) {
+    use std::io::Read;
+    let mut s = TcpStream::connect(("127.0.0.1", node.port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let xff = forwarded_for.map_or(String::new(), |a| format!("X-Forwarded-For: {a}\r\n"));
+    write!(
+        s,
+        "GET /api/campaigns/{campaign}/events HTTP/1.1\r\nHost: x\r\n{xff}\r\n"
+    )
+    .expect("write");
+    let mut reader = BufReader::new(s.try_clone().expect("clone"));
+    let mut head = Vec::new();
+    loop {
+        let mut l = String::new();
+        reader.read_line(&mut l).expect("a head line");
+        let l = l.trim_end().to_string();
+        if l.is_empty() {
+            break;
+        }
+        head.push(l);
+    }
+    let status: u16 = head[0]
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("a status line: {head:?}"));
+    let header = |name: &str| {
+        head.iter().find_map(|h| {
+            let (k, v) = h.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+    };
+    let mut body = serde_json::Value::Null;
+    if status != 200 {
+        let len: usize = header("content-length")
+            .and_then(|l| l.parse().ok())
+            .unwrap_or_else(|| panic!("a refusal has a length: {head:?}"));
+        let mut bytes = vec![0; len];
+        reader.read_exact(&mut bytes).expect("the body");
+        body = serde_json::from_slice(&bytes).expect("a JSON body");
+    }
+    (s, status, header("retry-after"), body)
+}
+
+#[test]
+fn event_streams_are_capped_per_client_address_and_per_shard() {
+    let redis = Redis::start();
+    // The heartbeat (half the idle timeout) finds a closed stream within a second.
+    let node = Node::start_with(
+        &redis,
+        1,
+        "[http]\nmax_event_streams_per_client = 2\nmax_event_streams_per_shard = 3\n\
+         idle_timeout_ms = 1000\ntrusted_proxies = [\"127.0.0.1\"]\n",
+    );
+    open_sale(&redis, &node, spec("capped", 5, 1, 1));
+
+    // One client: two streams, and the third is refused.
+    let (first, code, ..) = open_stream(&node, "capped", None);
+    assert_eq!(code, 200);
+    let (_second, code, ..) = open_stream(&node, "capped", None);
+    assert_eq!(code, 200);
+    let (_, code, retry, body) = open_stream(&node, "capped", None);
+    assert_eq!(
+        (code, body["error"].as_str()),
+        (429, Some("too_many_streams")),
+        "{body}"
+    );
+    assert!(
+        body["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+    assert!(retry.is_some_and(|s| s.parse::<u64>().is_ok_and(|s| s >= 1)));
+
+    // Another client may still open one, up to the shard's cap of three in all; a
+    // client with no stream at all is then told the shard is busy.
+    let (other, code, ..) = open_stream(&node, "capped", Some("10.0.0.2"));
+    assert_eq!(code, 200);
+    let (_, code, retry, body) = open_stream(&node, "capped", Some("10.0.0.3"));
+    assert_eq!(
+        (code, body["error"].as_str()),
+        (503, Some("busy")),
+        "{body}"
+    );
+    assert!(retry.is_some());
+
+    // A closed stream gives its slot back: the first client opens one again.
+    drop(first);
+    let mut reopened = None;
+    wait_until(
+        "a closed stream's slot back",
+        Duration::from_secs(10),
+        || {
+            let (s, code, ..) = open_stream(&node, "capped", None);
+            assert!([200, 429].contains(&code), "{code}");
+            reopened = (code == 200).then_some(s);
+            reopened.is_some()
+        },
+    );
+    let (_, code, ..) = open_stream(&node, "capped", None);
+    assert_eq!(code, 429, "the client is at its cap again");
+    // And the shard's slot likewise, for a client of its own.
+    drop(other);
+    wait_until("the shard's slot back", Duration::from_secs(10), || {
+        let (_, code, ..) = open_stream(&node, "capped", Some("10.0.0.3"));
+        assert!([200, 503].contains(&code), "{code}");
+        code == 200
+    });
+
+    // The refusals are counted under their own outcome, not as "other".
+    let metrics = ureq::get(&format!("http://127.0.0.1:{}/metrics", node.admin_port))
+        .call()
+        .expect("metrics")
+        .into_string()
+        .expect("text");
+    let count = |outcome: &str| -> u64 {
+        let prefix =
+            format!("seckill_http_requests_total{{route=\"events\",outcome=\"{outcome}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(count("too_many_streams") >= 2, "{metrics}");
+    assert!(count("busy") >= 1, "{metrics}");
+    assert_eq!(count("other"), 0, "{metrics}");
+    let _ = ledger_holds(&redis, "capped");
+}

@@ -87,6 +87,7 @@ fn alert_rules_parse_and_name_real_metrics() {
         "SeckillHighErrorRate",
         "SeckillBreakerOpen",
         "SeckillWorkerLag",
+        "SeckillUndeliveredOrders",
         "SeckillLowStock",
         "SeckillLedgerMismatch",
         "SeckillReconciliationViolations",

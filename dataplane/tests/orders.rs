@@ -440,3 +440,130 @@ fn codes_from_the_pool_go_to_one_order_each() {
     let r = reconciled(&redis, "keys", &[node.db()]);
     assert!(r.holds() && r.codes_reused.is_empty(), "{r}");
 }
+
+/// A sample of the node's `/metrics`, 0 when absent.
+fn metric(node: &Node, name: &str) -> f64 {
+    let text = ureq::get(&format!("http://127.0.0.1:{}/metrics", node.admin_port))
+        .call()
+        .expect("metrics")
+        .into_string()
+        .expect("text");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Entries read by a worker and not acknowledged, over the campaign's streams.
+fn pending(con: &mut seckill_dataplane::connection::Connection, id: &str, parts: u32) -> i64 {
+    (0..parts)
+        .map(|p| {
+            let summary: Vec<redis::Value> = redis::cmd("XPENDING")
+                .arg(PartitionKeys::new(id, p).events())
+                .arg(seckill_dataplane::keys::WORKER_GROUP)
+                .query(con)
+                .expect("xpending");
+            match summary.first() {
+                Some(redis::Value::Int(n)) => *n,
+                other => panic!("XPENDING summary: {other:?}"),
+            }
+        })
+        .sum()
+}
+
+#[test]
+fn paid_orders_the_pool_cannot_serve_stay_pending_until_codes_come() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let codes_path = dir.path().join("codes.txt");
+    let codes: Vec<String> = (0..12).map(|i| format!("CODE-{i:04}")).collect();
+    std::fs::write(&codes_path, codes.join("\n")).expect("codes");
+    let mut s = spec("short", 12, 3, 1);
+    s.codes_file = Some(codes_path.display().to_string());
+    open_sale(&redis, &node, s);
+
+    // Four codes go missing from the pool before anyone pays.
+    let mut con = redis.con();
+    let pool = seckill_dataplane::keys::CodeKeys::new("short").pool();
+    let taken: Vec<String> = redis::cmd("LPOP")
+        .arg(&pool)
+        .arg(4)
+        .query(&mut con)
+        .expect("lpop");
+    assert_eq!(taken.len(), 4);
+
+    let c = node.client();
+    let held = crowd(&node, "short", 0..12, 4);
+    assert_eq!(held.len(), 12);
+    for (token, id) in &held {
+        assert_eq!(c.pay(id, token).0, 200);
+    }
+    let statuses = |held: &[(String, String)]| -> Vec<String> {
+        held.iter()
+            .map(|(token, id)| order(&c, id, token)["status"].to_string())
+            .collect()
+    };
+    let delivered = |held: &[(String, String)]| {
+        statuses(held)
+            .iter()
+            .filter(|s| *s == "\"delivered\"")
+            .count()
+    };
+    wait_for(
+        "the pool's eight codes to go out",
+        Duration::from_secs(10),
+        || delivered(&held) == 8,
+    );
+    // The other four stay paid, their events pending, and the worker says so; it keeps
+    // trying them (each retry fails and counts) without acknowledging.
+    wait_for("the worker to report them", Duration::from_secs(10), || {
+        metric(&node, "seckill_worker_undelivered_orders") == 4.0
+    });
+    wait_for(
+        "retries after claim_idle_ms",
+        Duration::from_secs(15),
+        || metric(&node, "seckill_worker_delivery_failures_total") >= 8.0,
+    );
+    assert_eq!(pending(&mut con, "short", 3), 4);
+    let st = statuses(&held);
+    assert_eq!(st.iter().filter(|s| *s == "\"paid\"").count(), 4, "{st:?}");
+    assert_eq!(metric(&node, "seckill_worker_undelivered_orders"), 4.0);
+    // The worker's telemetry record, which the console reads, carries the same count.
+    let record_key = seckill_dataplane::telemetry::worker_key(&format!("w{}", node.port));
+    wait_for("the worker's record", Duration::from_secs(5), || {
+        let json: Option<String> = redis::cmd("GET")
+            .arg(&record_key)
+            .query(&mut con)
+            .expect("get");
+        json.and_then(|j| serde_json::from_str::<serde_json::Value>(&j).ok())
+            .is_some_and(|r| r["undelivered"] == 4)
+    });
+
+    // Codes pushed back into the pool reach the waiting orders by themselves.
+    let _: i64 = redis::cmd("RPUSH")
+        .arg(&pool)
+        .arg(&taken)
+        .query(&mut con)
+        .expect("rpush");
+    wait_for("every order delivered", Duration::from_secs(15), || {
+        delivered(&held) == 12
+    });
+    let mut given = std::collections::HashSet::new();
+    for (token, id) in &held {
+        let key = order(&c, id, token)["license_key"]
+            .as_str()
+            .expect("key")
+            .to_string();
+        assert!(codes.contains(&key), "{key} is not from the pool");
+        assert!(given.insert(key), "a code went to two orders");
+    }
+    wait_for("the worker to report none", Duration::from_secs(10), || {
+        metric(&node, "seckill_worker_undelivered_orders") == 0.0
+    });
+    assert_eq!(pending(&mut con, "short", 3), 0);
+    let r = reconciled(&redis, "short", &[node.db()]);
+    assert!(r.holds() && r.codes_reused.is_empty(), "{r}");
+    assert_eq!(r.orders_in_redis.get("delivered"), Some(&12));
+    assert_eq!(r.orders_in_stores, r.orders_in_redis);
+    let _ = common::ledger_holds(&redis, "short");
+}

@@ -74,11 +74,28 @@ fn a_node_started_before_redis_serves_once_redis_is_up() {
     let node = Node::start(&redis, 1);
     let c = node.client();
     let t = c.token("early");
+    // The node cannot know which campaigns exist yet: it says so, never "unknown".
+    let (code, body) = c.purchase("late", &t, None);
     assert_eq!(
-        c.purchase("late", &t, None).0,
-        404,
-        "no campaigns known yet"
+        (code, body["error"].as_str()),
+        (503, Some("starting")),
+        "{body}"
     );
+    let (code, body) = c.get("/api/campaigns", None);
+    assert_eq!(
+        (code, body["error"].as_str()),
+        (503, Some("starting")),
+        "{body}"
+    );
+    let retry = ureq::get(&node.url("/api/campaigns/late"))
+        .call()
+        .err()
+        .and_then(|e| match e {
+            ureq::Error::Status(_, r) => r.header("retry-after").map(str::to_string),
+            _ => None,
+        });
+    assert_eq!(retry.as_deref(), Some("1"));
+    assert_eq!(node.readyz().0, 503);
     redis.restart();
     open_sale(&redis, &node, spec("late", 5, 1, 1));
     assert_eq!(c.purchase("late", &t, None).0, 200);
@@ -166,7 +183,7 @@ fn scripts_flushed_from_redis_are_loaded_again() {
     assert_eq!(c.purchase("flush", &c.token("a"), None).0, 200);
     let _: () = redis::cmd("SCRIPT")
         .arg("FLUSH")
-        .query(&mut redis.con())
+        .query(&mut redis.admin())
         .expect("flush");
     // EVALSHA answers NOSCRIPT; the shard loads the script and retries.
     assert_eq!(c.purchase("flush", &c.token("b"), None).0, 200);

@@ -11,14 +11,14 @@ use seckill_dataplane::keys::OrderId;
 use seckill_dataplane::request::{self, PurchaseBody, Route, SessionBody, SolutionBody};
 
 fuzz_target!(|data: &[u8]| {
-    let secret = Secret::new(b"fuzzing secret, long enough".to_vec()).expect("secret");
+    let secret = Secret::new(b"fuzzing secret, long enough for HMAC".to_vec()).expect("secret");
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut req = httparse::Request::new(&mut headers);
     let Ok(httparse::Status::Complete(head)) = req.parse(data) else {
         // Not a request head: still feed the raw bytes to the body and token parsers.
         let _ = request::json_body::<PurchaseBody>(data);
         if let Ok(s) = std::str::from_utf8(data) {
-            let _ = auth::verify_token(&secret, s, 0);
+            let _ = auth::verify_token(&secret, s, 0, i64::MAX);
             let _ = OrderId::parse(s);
         }
         return;
@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
         match h.name.to_ascii_lowercase().as_str() {
             "authorization" => {
                 if let Ok(token) = request::bearer(Some(h.value)) {
-                    let _ = auth::verify_token(&secret, token, 0);
+                    let _ = auth::verify_token(&secret, token, 0, i64::MAX);
                     let _ = pow::verify_ticket(&secret, token, 0);
                 }
             }

@@ -32,8 +32,16 @@ pub struct BurstArgs {
     #[arg(long, default_value_t = 0.0)]
     pay: f64,
     /// Redis of the control plane, to check the ledger afterwards.
-    #[arg(long, env = "SECKILL_REDIS", default_value = "redis://127.0.0.1:6390")]
+    #[arg(
+        long,
+        env = "SECKILL_REDIS",
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6390"
+    )]
     redis: String,
+    /// File holding the Redis user's password (mode 0600).
+    #[arg(long, env = "SECKILL_REDIS_PASSWORD_FILE")]
+    redis_password_file: Option<std::path::PathBuf>,
 }
 
 pub fn run(a: &BurstArgs) -> anyhow::Result<ExitCode> {
@@ -69,7 +77,14 @@ pub fn run(a: &BurstArgs) -> anyhow::Result<ExitCode> {
     for (outcome, n) in outcomes.iter() {
         println!("  {outcome:<20} {n:>8}");
     }
-    let mut con = control::connect(&a.redis).context("connecting to redis for the ledger")?;
+    let url = seckill_dataplane::secrets::redis_url(&a.redis, a.redis_password_file.as_deref())
+        .map_err(|e| anyhow::anyhow!("--redis-password-file: {e}"))?;
+    let mut con = control::connect(&url).with_context(|| {
+        format!(
+            "connecting to {} for the ledger",
+            seckill_dataplane::secrets::redact(&url)
+        )
+    })?;
     let c = control::get(&mut con, &a.campaign)?;
     let l = ledger::check(&mut con, &c)?;
     println!("ledger: {l}");

@@ -260,16 +260,10 @@ pub fn flood(a: &FloodArgs) -> anyhow::Result<FloodReport> {
         anyhow::bail!("--slow: at most 60000 connections");
     }
     let secret = match &a.secret_file {
-        Some(path) => {
-            let bytes = std::fs::read(path)
-                .with_context(|| format!("--secret-file: reading {}", path.display()))?;
-            Some(
-                seckill_dataplane::auth::Secret::new(
-                    String::from_utf8_lossy(&bytes).trim().as_bytes().to_vec(),
-                )
-                .context("--secret-file: fewer than 16 bytes")?,
-            )
-        }
+        Some(path) => Some(
+            seckill_dataplane::secrets::read_secret(path)
+                .map_err(|e| anyhow::anyhow!("--secret-file: {e}"))?,
+        ),
         None => None,
     };
     let expires = seckill_dataplane::now_ms() + 3_600_000;

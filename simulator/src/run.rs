@@ -190,8 +190,7 @@ fn prepare_sale(s: &Scenario, file: &std::path::Path) -> anyhow::Result<(String,
     });
     spec.starts_at = starts_at.map(format_instant_ms);
     spec.ends_at = None;
-    let mut con =
-        control::connect(&s.redis).with_context(|| format!("redis: connecting to {}", s.redis))?;
+    let mut con = s.connect()?;
     let id = spec.id.clone();
     control::create(&mut con, spec)?;
     control::arm(&mut con, &id)?;
@@ -249,12 +248,8 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
     let names = plan::account_names(users);
     let tokens = match &s.secret_file {
         Some(path) => {
-            let bytes = std::fs::read(path)
-                .with_context(|| format!("secret_file: reading {}", path.display()))?;
-            let secret = seckill_dataplane::auth::Secret::new(
-                String::from_utf8_lossy(&bytes).trim().as_bytes().to_vec(),
-            )
-            .context("secret_file: fewer than 16 bytes")?;
+            let secret = seckill_dataplane::secrets::read_secret(path)
+                .map_err(|e| anyhow::anyhow!("secret_file: {e}"))?;
             let expires = seckill_dataplane::now_ms() + 3_600_000;
             names
                 .iter()
@@ -271,8 +266,7 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
         (None, Some(id)) => (id.clone(), false, None),
         (None, None) => bail!("campaign: give create or id"),
     };
-    let mut con =
-        control::connect(&s.redis).with_context(|| format!("redis: connecting to {}", s.redis))?;
+    let mut con = s.connect()?;
     let existing = control::get(&mut con, &campaign)?;
     // A campaign created here, or an existing one still armed, is opened on time (a
     // scheduled one by its clock).
@@ -325,10 +319,10 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
     let opens_ms =
         scheduled.unwrap_or_else(|| seckill_dataplane::now_ms() + opens_in.as_millis() as i64);
     let opener = opens.then(|| {
-        let (redis, id) = (s.redis.clone(), campaign.clone());
+        let (redis, id) = (s.redis_url(), campaign.clone());
         std::thread::spawn(move || -> anyhow::Result<()> {
             std::thread::sleep(opens_in);
-            let mut con = control::connect(&redis)?;
+            let mut con = control::connect(&redis?)?;
             control::act(&mut con, &id, Action::Start)?;
             Ok(())
         })
@@ -364,8 +358,7 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
 
     // Let the shards' pipelines settle before reading the ledger.
     std::thread::sleep(Duration::from_millis(300));
-    let mut con =
-        control::connect(&s.redis).with_context(|| format!("redis: connecting to {}", s.redis))?;
+    let mut con = s.connect()?;
     let c = control::get(&mut con, &campaign)?;
     let ledger = ledger::check(&mut con, &c)?;
     let reconciliation = if s.stores.is_empty() {

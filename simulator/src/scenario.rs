@@ -12,7 +12,11 @@ pub struct Scenario {
     /// The data plane: one URL, or several separated by commas (each source address
     /// talks to one of them, as a load balancer with source affinity would route it).
     pub target: String,
+    /// The control plane: `redis://[user@]host:port` (the operators' user).
     pub redis: String,
+    /// File holding the Redis user's password (mode 0600).
+    #[serde(default)]
+    pub redis_password_file: Option<PathBuf>,
     /// The data plane's secret: tokens are signed here. Without it, the simulator asks
     /// the demo issuer (`POST /api/session`), from 127.0.0.1.
     #[serde(default)]
@@ -129,8 +133,11 @@ pub struct Thresholds {
 pub struct Overrides {
     #[arg(long)]
     pub target: Option<String>,
-    #[arg(long, env = "SECKILL_REDIS")]
+    #[arg(long, env = "SECKILL_REDIS", hide_env_values = true)]
     pub redis: Option<String>,
+    /// File holding the Redis user's password (mode 0600).
+    #[arg(long, env = "SECKILL_REDIS_PASSWORD_FILE")]
+    pub redis_password_file: Option<PathBuf>,
     #[arg(long)]
     pub secret_file: Option<PathBuf>,
     #[arg(long)]
@@ -192,6 +199,23 @@ pub struct Overrides {
 }
 
 impl Scenario {
+    /// The control plane's URL with the password in it: never to be shown.
+    pub fn redis_url(&self) -> anyhow::Result<String> {
+        seckill_dataplane::secrets::redis_url(&self.redis, self.redis_password_file.as_deref())
+            .map_err(|e| anyhow::anyhow!("redis_password_file: {e}"))
+    }
+
+    /// Connects to the control plane; an error names the URL without its password.
+    pub fn connect(&self) -> anyhow::Result<seckill_dataplane::connection::Connection> {
+        let url = self.redis_url()?;
+        seckill_dataplane::control::connect(&url).with_context(|| {
+            format!(
+                "redis: connecting to {}",
+                seckill_dataplane::secrets::redact(&url)
+            )
+        })
+    }
+
     pub fn load(path: &std::path::Path) -> anyhow::Result<Scenario> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -227,6 +251,9 @@ impl Scenario {
         }
         if o.secret_file.is_some() {
             self.secret_file = o.secret_file.clone();
+        }
+        if o.redis_password_file.is_some() {
+            self.redis_password_file = o.redis_password_file.clone();
         }
         if !o.stores.is_empty() {
             self.stores = o.stores.clone();

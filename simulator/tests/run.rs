@@ -69,6 +69,7 @@ fn scenario_with(
         r#"
 target = "{target}"
 redis = "{redis}"
+redis_password_file = "{d}/users/ops.password"
 secret_file = "{secret}"
 stores = ["{d}/orders-a.sqlite", "{d}/orders-b.sqlite"]
 duration_s = 3
@@ -108,6 +109,15 @@ p99_ms = 2000
 fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
     let dir = tempfile::tempdir().expect("tempdir");
     let rport = free_port();
+    let users = dir.path().join("users");
+    let made = Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../scripts/redis-users.sh"
+    ))
+    .arg(&users)
+    .status()
+    .expect("scripts/redis-users.sh runs");
+    assert!(made.success());
     let _redis = Killed(
         Command::new("redis-server")
             .args([
@@ -120,19 +130,25 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
                 "--appendonly",
                 "no",
             ])
+            .arg("--aclfile")
+            .arg(users.join("users.acl"))
             .arg("--dir")
             .arg(dir.path())
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server"),
     );
-    let redis = format!("redis://127.0.0.1:{rport}");
+    // The simulator talks to the control plane as the operators' user, the nodes as
+    // theirs; each password stays in its file.
+    let redis = format!("redis://seckill-ops@127.0.0.1:{rport}");
+    let ops_password = users.join("ops.password");
     wait_for("redis", || {
-        seckill_dataplane::control::connect(&redis).is_ok()
+        seckill_dataplane::secrets::redis_url(&redis, Some(&ops_password))
+            .is_ok_and(|url| seckill_dataplane::control::connect(&url).is_ok())
     });
-    std::fs::write(
-        dir.path().join("secret"),
-        "simulator test secret, long enough",
+    seckill_dataplane::secrets::create_private(
+        &dir.path().join("secret"),
+        b"simulator test secret, long enough",
     )
     .expect("secret");
     // Two nodes, each with its own order worker and store; each source address talks
@@ -148,7 +164,8 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
         std::fs::write(
             &config,
             format!(
-                "listen = \"127.0.0.1:{port}\"\nredis = \"{redis}\"\nshards = 2\nsecret_file = \"{d}/secret\"\n\
+                "listen = \"127.0.0.1:{port}\"\nredis = \"redis://seckill-node@127.0.0.1:{rport}\"\n\
+                 redis_password_file = \"{d}/users/node.password\"\nshards = 2\nsecret_file = \"{d}/secret\"\n\
                  content_dir = \"{d}/content\"\n\
                  [worker]\nname = \"{name}\"\ndb = \"{d}/orders-{name}.sqlite\"\n[limits]\nip_rate = 50\nip_burst = 100\n\
                  [tickets]\ndifficulty = 8\n[admin]\nlisten = \"\"\n"

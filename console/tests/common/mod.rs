@@ -1,4 +1,5 @@
-//! A redis-server of the test's own, on a free port in a temp dir.
+//! A redis-server of the test's own, on a free port in a temp dir, with the managed
+//! Redis's ACL users (`scripts/redis-users.sh`).
 
 #![allow(dead_code)]
 
@@ -9,6 +10,16 @@ pub struct Redis {
     pub port: u16,
     child: Child,
     _dir: tempfile::TempDir,
+}
+
+/// `redis://USER:PASSWORD@127.0.0.1:PORT`, the password read from `dir/users`.
+fn url_as(dir: &std::path::Path, user: &str, port: u16) -> String {
+    let who = user.trim_start_matches("seckill-");
+    let pw = seckill_dataplane::secrets::read_password(
+        &dir.join("users").join(format!("{who}.password")),
+    )
+    .expect("password file");
+    seckill_dataplane::secrets::with_password(&format!("redis://{user}@127.0.0.1:{port}"), &pw)
 }
 
 fn spawn(port: u16, dir: &std::path::Path) -> Child {
@@ -22,6 +33,8 @@ fn spawn(port: u16, dir: &std::path::Path) -> Child {
             "--appendfsync",
             "always",
         ])
+        .arg("--aclfile")
+        .arg(dir.join("users/users.acl"))
         .arg("--dir")
         .arg(dir)
         .stdout(Stdio::null())
@@ -31,9 +44,9 @@ fn spawn(port: u16, dir: &std::path::Path) -> Child {
 
 /// Whether the server answering on `port` within 10 s is `child`, not another process
 /// that holds the port.
-fn serves(port: u16, child: &mut Child) -> bool {
+fn serves(port: u16, dir: &std::path::Path, child: &mut Child) -> bool {
     let deadline = Instant::now() + Duration::from_secs(10);
-    let url = format!("redis://127.0.0.1:{port}");
+    let url = url_as(dir, "seckill-admin", port);
     let ours = format!("process_id:{}\r", child.id());
     while Instant::now() < deadline {
         if child.try_wait().ok().flatten().is_some() {
@@ -52,6 +65,14 @@ fn serves(port: u16, child: &mut Child) -> bool {
 impl Redis {
     pub fn start() -> Redis {
         let dir = tempfile::tempdir().expect("tempdir");
+        let status = Command::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scripts/redis-users.sh"
+        ))
+        .arg(dir.path().join("users"))
+        .status()
+        .expect("scripts/redis-users.sh runs");
+        assert!(status.success(), "the Redis users were made");
         // A free port can be taken again before redis-server binds it: then ours exits,
         // and another try gets another port.
         for _ in 0..5 {
@@ -60,7 +81,7 @@ impl Redis {
                 .map(|a| a.port())
                 .expect("a free port");
             let mut child = spawn(port, dir.path());
-            if serves(port, &mut child) {
+            if serves(port, dir.path(), &mut child) {
                 return Redis {
                     port,
                     child,
@@ -75,7 +96,7 @@ impl Redis {
 
     fn wait_up(&mut self) {
         assert!(
-            serves(self.port, &mut self.child),
+            serves(self.port, self._dir.path(), &mut self.child),
             "redis-server did not come back on port {}",
             self.port
         );
@@ -92,8 +113,14 @@ impl Redis {
         self.wait_up();
     }
 
+    /// The operators' URL, password in it.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        url_as(self._dir.path(), "seckill-ops", self.port)
+    }
+
+    /// The operators' password file.
+    pub fn ops_password_file(&self) -> std::path::PathBuf {
+        self._dir.path().join("users/ops.password")
     }
 
     pub fn con(&self) -> seckill_dataplane::connection::Connection {

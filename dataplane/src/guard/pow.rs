@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn tickets_are_bound_to_campaign_and_user() {
-        let s = Secret::new(b"0123456789abcdef0123".to_vec()).expect("secret");
+        let s = Secret::new(b"0123456789abcdef0123456789abcdef".to_vec()).expect("secret");
         let t = Ticket {
             campaign: "c".into(),
             user: "alice".into(),

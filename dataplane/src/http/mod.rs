@@ -143,7 +143,9 @@ fn open_events(
 ) -> hyper::Response<Body> {
     let start = Instant::now();
     let (ip, checked) = admit_ip(shard, req, peer, start);
-    let opened = checked.and_then(|()| routes::events::open(shard.clone(), id));
+    let opened = checked
+        .and_then(|()| starting(shard))
+        .and_then(|()| routes::events::open(shard.clone(), id, ip));
     let outcome = opened.as_ref().map_or_else(|e| e.code(), |_| "ok");
     shard.answered("events", outcome, start.elapsed());
     match opened {
@@ -202,6 +204,11 @@ async fn dispatch(
         Ok(r) => r,
         Err(e) => return ("other", Err(e)),
     };
+    if route.reads_campaigns() {
+        if let Err(e) = starting(shard) {
+            return (route.name(), Err(e));
+        }
+    }
     let answer = match route {
         Route::Time => routes::time::get(),
         Route::Session => routes::session::post(shard, req).await,
@@ -221,13 +228,26 @@ async fn dispatch(
     (route.name(), answer)
 }
 
+/// Refuses, until the shard has read the campaigns, what would otherwise be answered
+/// from an empty copy: a live sale would read as unknown.
+fn starting(shard: &Shard) -> Result<(), ApiError> {
+    if shard.synced() {
+        Ok(())
+    } else {
+        Err(ApiError::Starting)
+    }
+}
+
 /// The user a request's bearer token names.
 fn authenticate(shard: &Shard, req: &Request<Incoming>) -> Result<String, ApiError> {
     let header = req.headers().get(hyper::header::AUTHORIZATION);
     let token = request::bearer(header.map(|h| h.as_bytes()))?;
-    let user = auth::verify_token(&shard.settings.secret, token, crate::now_ms()).map_err(|e| {
+    let s = &shard.settings;
+    let max_ttl_ms = s.max_token_ttl.as_millis() as i64;
+    let user = auth::verify_token(&s.secret, token, crate::now_ms(), max_ttl_ms).map_err(|e| {
         ApiError::Unauthenticated(match e {
             auth::TokenError::Expired => "token expired",
+            auth::TokenError::TooLong => "token lives longer than max_token_ttl_s allows",
             _ => "invalid token",
         })
     })?;

@@ -52,12 +52,23 @@ pub enum ApiError {
     LinkExpired,
     /// Redis is down, slow or erroring.
     Unavailable,
+    /// The shard has not read the campaigns yet: it cannot tell a campaign that exists
+    /// from one that does not.
+    Starting,
     /// Over the campaign's admission rate, or stock kept moving under a purchase.
     Busy {
         retry_after_s: u64,
     },
     /// Over a client's rate limit.
     RateLimited {
+        retry_after_s: u64,
+    },
+    /// The client address holds as many event streams on the shard as it may.
+    TooManyStreams {
+        retry_after_s: u64,
+    },
+    /// The shard holds as many event streams as it may.
+    StreamsFull {
         retry_after_s: u64,
     },
     /// Blacklisted client or user.
@@ -103,8 +114,10 @@ impl ApiError {
             NotStarted { .. } => StatusCode::TOO_EARLY,
             Ended | Expired | LinkExpired => StatusCode::GONE,
             LinkInvalid => StatusCode::FORBIDDEN,
-            Unavailable | Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Unavailable | Starting | Busy { .. } | StreamsFull { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            RateLimited { .. } | TooManyStreams { .. } => StatusCode::TOO_MANY_REQUESTS,
             Blocked | TicketInvalid | ChallengeInvalid => StatusCode::FORBIDDEN,
             TicketsExhausted => StatusCode::CONFLICT,
             NoTickets => StatusCode::NOT_FOUND,
@@ -132,8 +145,10 @@ impl ApiError {
             LinkInvalid => "link_invalid",
             LinkExpired => "link_expired",
             Unavailable => "unavailable",
-            Busy { .. } => "busy",
+            Starting => "starting",
+            Busy { .. } | StreamsFull { .. } => "busy",
             RateLimited { .. } => "rate_limited",
+            TooManyStreams { .. } => "too_many_streams",
             Blocked => "blocked",
             TicketInvalid => "ticket_invalid",
             ChallengeInvalid => "challenge_invalid",
@@ -163,12 +178,22 @@ impl ApiError {
             LinkInvalid => "this download link is not valid".into(),
             LinkExpired => "this download link has expired; get a new one from the order".into(),
             Unavailable => "the service is temporarily unavailable".into(),
+            Starting => {
+                "this node is starting and has not read the campaigns yet; retry shortly".into()
+            }
             Busy { .. } => "too many purchases right now; retry shortly".into(),
             RateLimited { .. } => "too many requests; slow down".into(),
+            TooManyStreams { .. } => {
+                "too many event streams open from this address; close one first".into()
+            }
+            StreamsFull { .. } => "too many event streams open right now; retry shortly".into(),
             Blocked => "access denied".into(),
             TicketInvalid => "a valid, unused ticket for this campaign is required".into(),
             ChallengeInvalid => "unknown, expired or used challenge, or a wrong nonce".into(),
-            TicketsExhausted => "every ticket of this campaign has been issued".into(),
+            TicketsExhausted => {
+                "every ticket of this campaign is taken; tickets that expire unused come back"
+                    .into()
+            }
             NoTickets => "this campaign needs no ticket".into(),
         }
     }
@@ -197,10 +222,11 @@ impl ApiError {
     pub fn reply(&self) -> Reply {
         let mut r = json(self.status(), &self.body());
         let retry_after = match self {
-            ApiError::Unavailable => Some(1),
-            ApiError::Busy { retry_after_s } | ApiError::RateLimited { retry_after_s } => {
-                Some(*retry_after_s)
-            }
+            ApiError::Unavailable | ApiError::Starting => Some(1),
+            ApiError::Busy { retry_after_s }
+            | ApiError::RateLimited { retry_after_s }
+            | ApiError::TooManyStreams { retry_after_s }
+            | ApiError::StreamsFull { retry_after_s } => Some(*retry_after_s),
             _ => None,
         };
         if let Some(s) = retry_after {

@@ -47,6 +47,20 @@ impl<'a> Route<'a> {
         }
     }
 
+    /// Whether the answer comes from the shard's copy of the campaigns, which a shard
+    /// that has not read them yet cannot give truthfully.
+    pub fn reads_campaigns(&self) -> bool {
+        matches!(
+            self,
+            Route::Campaigns
+                | Route::Campaign(_)
+                | Route::Purchase(_)
+                | Route::Challenge(_)
+                | Route::Ticket(_)
+                | Route::Events(_)
+        )
+    }
+
     /// The route for a method and path: 404 for an unknown path, 405 for a known path
     /// with another method.
     pub fn of(method: &Method, path: &'a str) -> Result<Route<'a>, ApiError> {

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use super::db::OrderDb;
 use super::event::{Event, Kind};
 use crate::auth::{derive_license, Secret};
+use crate::backoff::Backoff;
 use crate::campaign::State;
 use crate::control;
 use crate::keys::{self, CodeKeys, OrderId, PartitionKeys};
@@ -51,6 +52,8 @@ pub enum WorkerError {
 pub struct WorkerStats {
     pub events: u64,
     pub delivered: u64,
+    /// Attempts to deliver a paid order that failed (the order was left pending).
+    pub delivery_failures: u64,
     /// Time from payment to delivery, in milliseconds.
     pub pay_to_delivered_ms: Histogram<u64>,
     /// The same since the last telemetry record.
@@ -70,6 +73,9 @@ pub struct Worker {
     /// Campaigns that hand out codes from a pool.
     pooled: HashSet<String>,
     discovered: Option<Instant>,
+    /// Paid orders this worker could not deliver and left pending, with when it last
+    /// tried each: a retry refreshes them, a delivery removes them.
+    held_back: HashMap<String, Instant>,
     pub stats: WorkerStats,
 }
 
@@ -88,9 +94,11 @@ impl Worker {
             streams: Vec::new(),
             pooled: HashSet::new(),
             discovered: None,
+            held_back: HashMap::new(),
             stats: WorkerStats {
                 events: 0,
                 delivered: 0,
+                delivery_failures: 0,
                 pay_to_delivered_ms: Histogram::new_with_bounds(1, 3_600_000, 3)
                     .unwrap_or_else(|_| unreachable!("valid bounds")),
                 recent_pay_to_delivered_ms: Histogram::new_with_bounds(1, 3_600_000, 2)
@@ -166,44 +174,63 @@ impl Worker {
             }
         }
         if entries.is_empty() {
+            self.note_undelivered(&[], &HashSet::new());
             return Ok(0);
         }
-        let events: Vec<Event> = entries
+        // Each event with the position of its entry, so an undelivered one stays pending.
+        let (at, events): (Vec<usize>, Vec<Event>) = entries
             .iter()
-            .filter_map(|(i, e)| {
+            .enumerate()
+            .filter_map(|(n, (i, e))| {
                 let ev = Event::from_entry(&self.streams[*i].key, e);
                 if ev.is_none() {
                     tracing::error!(stream = %self.streams[*i].key, id = %e.id, "unreadable order event; acknowledging it");
                 }
-                ev
+                Some((n, ev?))
             })
-            .collect();
+            .unzip();
         self.db.apply(&events)?;
         let paid: Vec<&Event> = events.iter().filter(|e| e.kind == Kind::Paid).collect();
-        self.deliver(&paid)?;
+        let undelivered = self.deliver(&paid)?;
+        self.note_undelivered(&paid, &undelivered);
+        // An entry left unacknowledged is claimed again after `claim_idle` and retried.
+        let keep: HashSet<usize> = at
+            .iter()
+            .zip(&events)
+            .filter(|(_, e)| e.kind == Kind::Paid && undelivered.contains(e.order_id.as_str()))
+            .map(|(n, _)| *n)
+            .collect();
         let mut acks: HashMap<usize, Vec<&str>> = HashMap::new();
-        for (i, e) in &entries {
-            acks.entry(*i).or_default().push(&e.id);
+        for (n, (i, e)) in entries.iter().enumerate() {
+            if !keep.contains(&n) {
+                acks.entry(*i).or_default().push(&e.id);
+            }
         }
-        let mut pipe = redis::pipe();
-        for (i, ids) in acks {
-            pipe.xack(&self.streams[i].key, keys::WORKER_GROUP, &ids)
-                .ignore();
+        if !acks.is_empty() {
+            let mut pipe = redis::pipe();
+            for (i, ids) in acks {
+                pipe.xack(&self.streams[i].key, keys::WORKER_GROUP, &ids)
+                    .ignore();
+            }
+            let _: () = self.con.pipeline(&pipe)?;
         }
-        let _: () = self.con.pipeline(&pipe)?;
-        self.stats.events += entries.len() as u64;
+        // An entry kept pending counts once, when it is finally acknowledged.
+        let done = (entries.len() - keep.len()) as u64;
+        self.stats.events += done;
         if let Some(m) = &self.opts.metrics {
-            m.events.fetch_add(entries.len() as u64, Ordering::Relaxed);
+            m.events.fetch_add(done, Ordering::Relaxed);
         }
         Ok(entries.len())
     }
 
     /// Binds a licence key to each paid order and marks it delivered, once: a replayed
     /// `paid` event finds the same code bound and the order already delivered. Each step
-    /// is one pipelined round trip for the whole batch.
-    fn deliver(&mut self, paid: &[&Event]) -> Result<(), WorkerError> {
+    /// is one pipelined round trip for the whole batch. Returns the orders it could not
+    /// deliver: their events must stay pending, to be tried again.
+    fn deliver<'e>(&mut self, paid: &[&'e Event]) -> Result<HashSet<&'e str>, WorkerError> {
+        let mut undelivered = HashSet::new();
         if paid.is_empty() {
-            return Ok(());
+            return Ok(undelivered);
         }
         let mut binds = redis::pipe();
         let pooled: Vec<&&Event> = paid
@@ -231,12 +258,16 @@ impl Worker {
             .zip(codes)
             .collect();
         let mut delivers = redis::pipe();
-        let mut sent = 0;
+        let mut sent = Vec::new();
         for e in paid {
             let license = match codes.get(e.order_id.as_str()) {
                 Some(Some(code)) => code.clone(),
                 Some(None) => {
-                    tracing::error!(campaign = %e.campaign, order = %e.order_id, "code pool exhausted; order left undelivered");
+                    // Logged once per order: its retries show in the undelivered gauge.
+                    if !self.held_back.contains_key(&e.order_id) {
+                        tracing::error!(campaign = %e.campaign, order = %e.order_id, "code pool exhausted; order left pending until codes are added");
+                    }
+                    undelivered.insert(e.order_id.as_str());
                     continue;
                 }
                 None => derive_license(&self.opts.secret, &e.order_id),
@@ -253,16 +284,20 @@ impl Worker {
                 .arg(k.events())
                 .arg(&e.order_id)
                 .arg(&license);
-            sent += 1;
+            sent.push(e.order_id.as_str());
         }
-        if sent == 0 {
-            return Ok(());
+        if sent.is_empty() {
+            return Ok(undelivered);
         }
         let replies: Vec<Vec<redis::Value>> = self.con.pipeline(&delivers)?;
-        for v in replies {
+        for (order, v) in sent.into_iter().zip(replies) {
             if text(v.first()).as_deref() != Some("delivered") {
-                // Cannot happen after a `paid` event: a paid order only moves on to delivered.
-                tracing::warn!(reply = ?v, "paid event for an order that is not paid");
+                // Not expected after a `paid` event (a paid order only moves on to
+                // delivered); kept pending so that it shows and is tried again.
+                if !self.held_back.contains_key(order) {
+                    tracing::error!(order, reply = ?v, "paid event for an order that is not paid");
+                }
+                undelivered.insert(order);
                 continue;
             }
             let (paid_ms, delivered_ms, first) = (
@@ -280,7 +315,30 @@ impl Worker {
                 }
             }
         }
-        Ok(())
+        Ok(undelivered)
+    }
+
+    /// Counts a pass's failed deliveries and updates the orders held back. One not tried
+    /// again for two claim periods was claimed by another worker, and is its to report.
+    fn note_undelivered(&mut self, paid: &[&Event], undelivered: &HashSet<&str>) {
+        let now = Instant::now();
+        for e in paid {
+            if undelivered.contains(e.order_id.as_str()) {
+                self.held_back.insert(e.order_id.clone(), now);
+            } else {
+                self.held_back.remove(&e.order_id);
+            }
+        }
+        let forgotten = self.opts.claim_idle * 2 + Duration::from_secs(2);
+        self.held_back
+            .retain(|_, tried| tried.elapsed() < forgotten);
+        self.stats.delivery_failures += undelivered.len() as u64;
+        if let Some(m) = &self.opts.metrics {
+            m.delivery_failures
+                .fetch_add(undelivered.len() as u64, Ordering::Relaxed);
+            m.undelivered
+                .store(self.held_back.len() as u64, Ordering::Relaxed);
+        }
     }
 
     pub fn db(&self) -> &OrderDb {
@@ -305,7 +363,7 @@ pub fn run(opts: WorkerOptions, stop: &AtomicBool) {
         events: 0,
         delivered: 0,
     };
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
     while !stop.load(Ordering::Relaxed) {
         let w = match worker.as_mut() {
             Some(w) => w,
@@ -314,13 +372,12 @@ pub fn run(opts: WorkerOptions, stop: &AtomicBool) {
                     tracing::info!(name = %opts.name, db = %opts.db.display(), "order worker started");
                     // A new worker counts from zero.
                     (reported.events, reported.delivered) = (0, 0);
-                    backoff = Duration::from_millis(50);
+                    backoff.reset();
                     worker.insert(w)
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "order worker cannot start; retrying");
-                    std::thread::sleep(backoff);
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    std::thread::sleep(backoff.wait());
                     continue;
                 }
             },
@@ -331,7 +388,7 @@ pub fn run(opts: WorkerOptions, stop: &AtomicBool) {
             Err(e) => {
                 tracing::warn!(error = %e, "order worker step failed; reconnecting");
                 worker = None;
-                std::thread::sleep(backoff);
+                std::thread::sleep(backoff.wait());
                 continue;
             }
         }
@@ -379,6 +436,7 @@ impl Worker {
             delivered_per_s: self.stats.delivered.saturating_sub(last.delivered) as f64 / secs,
             delivered: self.stats.delivered,
             pay_to_delivered_p99_ms: recent.value_at_quantile(0.99) as f64,
+            undelivered: self.held_back.len() as u64,
         };
         recent.reset();
         *last = Reported {

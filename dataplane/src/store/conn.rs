@@ -34,6 +34,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio_util::compat::FuturesAsyncReadCompatExt;
 
+use crate::backoff::Backoff;
 use crate::config::{RedisClientConfig, RedisTarget};
 use crate::guard::breaker::{Breaker, BreakerConfig};
 
@@ -521,15 +522,16 @@ fn slot_range(v: &Value) -> Option<(usize, usize, String)> {
 /// Learns the topology, then keeps a cluster's slot map fresh: every second, and at
 /// once when a redirection or a failed node says it moved.
 async fn follow_topology(inner: Rc<Inner>) {
-    let mut backoff = Duration::from_millis(10);
-    let max = Duration::from_millis(inner.cfg.max_backoff_ms);
+    let mut backoff = Backoff::new(
+        Duration::from_millis(10),
+        Duration::from_millis(inner.cfg.max_backoff_ms),
+    );
     let mut last_read = Instant::now();
     while !inner.closed.get() {
         match inner.topology.get() {
             Topology::Unknown => {
                 if !inner.discover().await {
-                    Timer::new(backoff).await;
-                    backoff = (backoff * 2).min(max);
+                    Timer::new(backoff.wait()).await;
                 }
             }
             Topology::Single => return,
@@ -659,15 +661,16 @@ impl Node {
 }
 
 async fn supervise(inner: Rc<Node>) {
-    let min = Duration::from_millis(10);
-    let max = Duration::from_millis(inner.cfg.max_backoff_ms);
-    let mut backoff = min;
+    let mut backoff = Backoff::new(
+        Duration::from_millis(10),
+        Duration::from_millis(inner.cfg.max_backoff_ms),
+    );
     let mut last_warning: Option<Instant> = None;
     while !inner.closed.get() {
         match connect(&inner.target, &inner.cfg, &inner.on_connect).await {
             Ok(_) if inner.closed.get() => return,
             Ok((stream, decoder)) => {
-                backoff = min;
+                backoff.reset();
                 inner.connects.set(inner.connects.get() + 1);
                 tracing::info!(host = %inner.target.host, port = inner.target.port, "redis connected");
                 run_link(&inner, stream, decoder).await;
@@ -682,8 +685,7 @@ async fn supervise(inner: Rc<Node>) {
                 }
             }
         }
-        Timer::new(backoff).await;
-        backoff = (backoff * 2).min(max);
+        Timer::new(backoff.wait()).await;
     }
 }
 

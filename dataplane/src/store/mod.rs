@@ -11,7 +11,7 @@ pub(crate) use conn::connect;
 pub use conn::{slot_of, RedisConn, Reply, StoreError};
 pub use orders::Payment;
 pub use purchase::{purchase_call, Purchase, PurchaseRequest};
-pub use tickets::{Challenge, Issue};
+pub use tickets::{Challenge, Issue, NewTicket};
 pub use transfer::{rebalance, PartitionProbe};
 
 use redis::{Cmd, Script, Value};

@@ -1,6 +1,6 @@
-//! Challenges and the ticket count, in the campaign's ticket slot.
+//! Challenges and live tickets, in the campaign's ticket slot.
 
-use super::{text, Store, StoreError};
+use super::{int, items, text, Store, StoreError};
 use crate::keys::TicketKeys;
 use crate::scripts;
 
@@ -12,13 +12,36 @@ pub struct Challenge {
     pub difficulty: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Issue {
     Granted,
+    /// The user already holds a live ticket: this one, until then.
+    Same {
+        ticket: String,
+        expires_ms: i64,
+    },
     /// No such open challenge: never issued, expired, or already traded.
     Gone,
-    /// The campaign's ticket cap is reached.
+    /// The campaign's cap on live tickets is reached.
     Exhausted,
+    /// No such campaign, or a draft.
+    Unknown,
+    Ended,
+    /// Earlier than the ticket window before the opening.
+    Early {
+        starts_at_ms: i64,
+    },
+}
+
+/// A ticket about to be issued.
+pub struct NewTicket<'a> {
+    pub campaign: &'a str,
+    pub challenge: &'a str,
+    pub user: &'a str,
+    pub ticket: &'a str,
+    pub expires_ms: i64,
+    /// No ticket earlier than this before the opening.
+    pub window_ms: i64,
 }
 
 impl Store {
@@ -64,24 +87,40 @@ impl Store {
         }))
     }
 
-    /// Uses up a challenge and counts a ticket, unless the cap is reached.
-    pub async fn issue_ticket(
-        &self,
-        campaign: &str,
-        challenge: &str,
-        cap: u64,
-    ) -> Result<Issue, StoreError> {
-        let k = TicketKeys::new(campaign);
-        let v = self
-            .eval(
+    /// Uses up a challenge and issues `t.ticket`, unless the user holds a live ticket
+    /// already, the cap on live tickets is reached, or the campaign does not take them.
+    pub async fn issue_ticket(&self, t: &NewTicket<'_>) -> Result<Issue, StoreError> {
+        let k = TicketKeys::new(t.campaign);
+        let v = items(
+            self.eval(
                 &scripts::ISSUE_TICKET,
-                &[&k.challenge(challenge), &k.issued()],
-                &[&cap.to_string()],
+                &[
+                    &k.challenge(t.challenge),
+                    &k.live(),
+                    &k.tickets(),
+                    &k.rules(),
+                ],
+                &[
+                    t.user,
+                    t.ticket,
+                    &t.expires_ms.to_string(),
+                    &t.window_ms.to_string(),
+                ],
             )
-            .await?;
-        Ok(match text(Some(&v)).as_deref() {
+            .await?,
+        )?;
+        Ok(match text(v.first()).as_deref() {
             Some("ok") => Issue::Granted,
+            Some("same") => Issue::Same {
+                ticket: text(v.get(1)).unwrap_or_default(),
+                expires_ms: int(v.get(2)).unwrap_or(0),
+            },
             Some("exhausted") => Issue::Exhausted,
+            Some("unknown") => Issue::Unknown,
+            Some("ended") => Issue::Ended,
+            Some("early") => Issue::Early {
+                starts_at_ms: int(v.get(1)).unwrap_or(0),
+            },
             _ => Issue::Gone,
         })
     }

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -39,8 +39,32 @@ pub fn ledger_holds(redis: &impl RedisUrl, id: &str) -> seckill_dataplane::ledge
     l
 }
 
+/// Creates the managed Redis's ACL users in `dir` as `just redis` does
+/// (`scripts/redis-users.sh`): passwords in files of mode 0600, and `users.acl`.
+pub fn make_users(dir: &Path) {
+    let status = Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../scripts/redis-users.sh"
+    ))
+    .arg(dir)
+    .status()
+    .expect("scripts/redis-users.sh runs");
+    assert!(status.success(), "the Redis users were made");
+}
+
+/// `redis://USER:PASSWORD@127.0.0.1:PORT`, the password read from `users`.
+pub fn url_as(users: &Path, user: &str, port: u16) -> String {
+    let who = user.trim_start_matches("seckill-");
+    let pw = seckill_dataplane::secrets::read_password(&users.join(format!("{who}.password")))
+        .expect("password file");
+    seckill_dataplane::secrets::with_password(&format!("redis://{user}@127.0.0.1:{port}"), &pw)
+}
+
 /// A `redis-server` of the test's own, with its append-only file fsynced on every write,
-/// so a SIGKILL loses nothing that was acknowledged.
+/// so a SIGKILL loses nothing that was acknowledged, and the ACL users of the managed
+/// Redis: nodes log in as `seckill-node`, the tests' own control-plane calls as
+/// `seckill-ops`, what only maintenance may do (`DEBUG`, `SCRIPT FLUSH`) as
+/// `seckill-admin`; the default user is off.
 pub struct Redis {
     pub port: u16,
     dir: tempfile::TempDir,
@@ -54,6 +78,7 @@ impl Redis {
             dir: tempfile::tempdir().expect("tempdir"),
             child: None,
         };
+        make_users(&r.dir.path().join("users"));
         // A free port can be taken again before redis-server binds it: then ours exits,
         // and another try gets another port.
         for _ in 0..5 {
@@ -67,7 +92,11 @@ impl Redis {
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        url_as(&self.users(), "seckill-ops", self.port)
+    }
+
+    pub fn users(&self) -> PathBuf {
+        self.dir.path().join("users")
     }
 
     /// Starts the server again on its port, with its data.
@@ -94,13 +123,16 @@ impl Redis {
                 "--enable-debug-command",
                 "local",
             ])
+            .arg("--aclfile")
+            .arg(self.users().join("users.acl"))
             .arg("--dir")
             .arg(self.dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server is installed (just setup)");
-        let (url, ours) = (self.url(), format!("process_id:{}\r", child.id()));
+        let url = url_as(&self.users(), "seckill-admin", self.port);
+        let ours = format!("process_id:{}\r", child.id());
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut served = false;
         while Instant::now() < deadline {
@@ -130,19 +162,48 @@ impl Redis {
     pub fn con(&self) -> seckill_dataplane::connection::Connection {
         control::connect(&self.url()).expect("connect to the test redis")
     }
+
+    /// The maintenance user's URL, for what no program may do (`DEBUG`, `SCRIPT FLUSH`).
+    pub fn admin_url(&self) -> String {
+        url_as(&self.users(), "seckill-admin", self.port)
+    }
+
+    pub fn admin(&self) -> seckill_dataplane::connection::Connection {
+        control::connect(&self.admin_url()).expect("admin")
+    }
 }
 
-/// What the helpers need of a Redis: where it is. One server or a cluster.
+/// What the helpers need of a Redis: where it is and its users. One server or a cluster.
 pub trait RedisUrl {
+    /// The operators' URL, password in it: what the tests' own control-plane calls use.
     fn url(&self) -> String;
+    /// Where the users' password files are.
+    fn users(&self) -> PathBuf;
+    /// The port of the first seed.
+    fn seed_port(&self) -> u16;
     fn con(&self) -> seckill_dataplane::connection::Connection {
         control::connect(&self.url()).expect("connect to the test redis")
+    }
+    /// A node's or worker's configuration lines: the nodes' user in the URL, its
+    /// password in its file, as a deployment would have them.
+    fn node_config(&self) -> String {
+        format!(
+            "redis = \"redis://seckill-node@127.0.0.1:{}\"\nredis_password_file = \"{}\"\n",
+            self.seed_port(),
+            self.users().join("node.password").display()
+        )
     }
 }
 
 impl RedisUrl for Redis {
     fn url(&self) -> String {
         Redis::url(self)
+    }
+    fn users(&self) -> PathBuf {
+        Redis::users(self)
+    }
+    fn seed_port(&self) -> u16 {
+        self.port
     }
 }
 
@@ -193,8 +254,9 @@ impl Cluster {
     pub fn slots(&self) -> Vec<(u16, u16, u16)> {
         let ports: Vec<u16> = (self.base..self.base + 6).collect();
         for p in ports {
-            let Ok(mut con) = redis::Client::open(format!("redis://127.0.0.1:{p}"))
-                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)))
+            let Ok(mut con) =
+                redis::Client::open(url_as(&RedisUrl::users(self), "seckill-admin", p))
+                    .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)))
             else {
                 continue;
             };
@@ -251,15 +313,17 @@ impl Cluster {
     /// `redis-cli --cluster reshard`, key by key, while the cluster serves.
     pub fn reshard(&self, from: u16, to: u16, slots: u32) {
         let id = |port: u16| -> String {
-            let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}"))
-                .and_then(|c| c.get_connection())
-                .expect("node");
+            let mut con = self.admin_on(port);
             redis::cmd("CLUSTER")
                 .arg("MYID")
                 .query(&mut con)
                 .expect("node id")
         };
+        let admin = std::fs::read_to_string(RedisUrl::users(self).join("admin.password"))
+            .expect("admin password");
         let out = Command::new("redis-cli")
+            .env("REDISCLI_AUTH", admin.trim())
+            .args(["--user", "seckill-admin"])
             .args(["--cluster", "reshard", &format!("127.0.0.1:{}", self.base)])
             .args(["--cluster-from", &id(from), "--cluster-to", &id(to)])
             .args(["--cluster-slots", &slots.to_string(), "--cluster-yes"])
@@ -299,7 +363,22 @@ fn rand_port_offset() -> u16 {
 
 impl RedisUrl for Cluster {
     fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.base)
+        url_as(&self.users(), "seckill-ops", self.base)
+    }
+    fn users(&self) -> PathBuf {
+        self.dir.path().join("users")
+    }
+    fn seed_port(&self) -> u16 {
+        self.base
+    }
+}
+
+impl Cluster {
+    /// A connection to one node as the maintenance user.
+    pub fn admin_on(&self, port: u16) -> redis::Connection {
+        redis::Client::open(url_as(&RedisUrl::users(self), "seckill-admin", port))
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)))
+            .expect("admin connection")
     }
 }
 
@@ -333,6 +412,12 @@ pub struct Node {
 }
 
 pub const SECRET: &str = "test secret, long enough for HMAC";
+
+/// `dir/secret`, readable by its owner only, as a node wants it.
+pub fn write_secret(dir: &Path) {
+    seckill_dataplane::secrets::create_private(&dir.join("secret"), SECRET.as_bytes())
+        .expect("write secret");
+}
 
 impl Node {
     pub fn start(redis: &impl RedisUrl, shards: usize) -> Node {
@@ -370,14 +455,14 @@ impl Node {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         let admin_port = free_port();
-        std::fs::write(dir.path().join("secret"), SECRET).expect("write secret");
+        write_secret(dir.path());
         let d = dir.path().display();
         let config = format!(
-            "listen = \"127.0.0.1:{port}\"\nredis = \"{}\"\nshards = {shards}\ndemo_issuer = true\n\
+            "listen = \"127.0.0.1:{port}\"\n{}shards = {shards}\ndemo_issuer = true\n\
              secret_file = \"{d}/secret\"\ncontent_dir = \"{d}/content\"\n{extra}\n\
              [worker]\nenabled = {worker}\nname = \"w{port}\"\ndb = \"{d}/orders.sqlite\"\nclaim_idle_ms = 1000\n\
              [limits]\nip_rate = 0\nuser_rate = 0\nauto_block_refusals = 0\n",
-            redis.url(),
+            redis.node_config(),
         );
         std::fs::create_dir_all(dir.path().join("content")).expect("content dir");
         std::fs::write(dir.path().join("dataplane.toml"), config).expect("write config");
@@ -422,13 +507,54 @@ impl Node {
         self.dir.path().join("content")
     }
 
-    /// Sends SIGTERM and returns the exit status.
-    pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let mut child = self.child.take().expect("running");
+    /// SIGKILL: nothing in flight is finished.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts the node again, with its configuration and store, on its ports; returns
+    /// as soon as the process runs, without waiting for it to answer.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "the node still runs");
+        let child = Command::new(env!("CARGO_BIN_EXE_seckill-dataplane"))
+            .arg("serve")
+            .arg("--config")
+            .arg(self.dir.path().join("dataplane.toml"))
+            .arg("--admin-listen")
+            .arg(format!("127.0.0.1:{}", self.admin_port))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start seckill-dataplane");
+        self.child = Some(child);
+    }
+
+    /// Sends SIGTERM: a graceful stop begins.
+    pub fn sigterm(&self) {
+        let child = self.child.as_ref().expect("running");
         let _ = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status();
-        child.wait().expect("wait")
+    }
+
+    /// Sends SIGTERM and returns the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        self.sigterm();
+        self.child.take().expect("running").wait().expect("wait")
+    }
+
+    /// `/readyz` on the admin listener: status and body; status 0 while nothing answers.
+    pub fn readyz(&self) -> Answer {
+        match ureq::get(&format!("http://127.0.0.1:{}/readyz", self.admin_port))
+            .timeout(Duration::from_secs(2))
+            .call()
+        {
+            Err(ureq::Error::Transport(_)) => (0, serde_json::Value::Null),
+            r => answer(r),
+        }
     }
 
     pub fn client(&self) -> Client {
@@ -462,11 +588,11 @@ impl WorkerProc {
     pub fn start(redis: &impl RedisUrl, name: &str) -> WorkerProc {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path().display();
-        std::fs::write(dir.path().join("secret"), SECRET).expect("write secret");
+        write_secret(dir.path());
         let config = format!(
-            "redis = \"{}\"\nsecret_file = \"{d}/secret\"\n[worker]\nname = \"{name}\"\n\
+            "{}secret_file = \"{d}/secret\"\n[worker]\nname = \"{name}\"\n\
              db = \"{d}/{name}.sqlite\"\nclaim_idle_ms = 1000\nbatch = 64\n",
-            redis.url()
+            redis.node_config()
         );
         std::fs::write(dir.path().join("worker.toml"), config).expect("write config");
         let child = Command::new(env!("CARGO_BIN_EXE_seckill-dataplane"))
@@ -580,6 +706,41 @@ impl Client {
         }
         answer(req.send_string("{\"quantity\": 1}"))
     }
+}
+
+/// Asks for a challenge, solves it, and trades it for a ticket.
+pub fn earn_ticket(c: &Client, campaign: &str, token: &str) -> (u16, serde_json::Value) {
+    let (code, ch) = c.post(
+        &format!("/api/campaigns/{campaign}/challenge"),
+        Some(token),
+        "",
+    );
+    assert_eq!(code, 200, "{ch}");
+    let nonce = seckill_dataplane::guard::pow::solve(
+        ch["prefix"].as_str().expect("prefix"),
+        ch["difficulty"].as_u64().expect("difficulty") as u32,
+    );
+    let body = serde_json::json!({ "challenge_id": ch["challenge_id"], "nonce": nonce });
+    c.post(
+        &format!("/api/campaigns/{campaign}/ticket"),
+        Some(token),
+        &body.to_string(),
+    )
+}
+
+/// A purchase of one unit with `ticket`.
+pub fn buy_with(
+    c: &Client,
+    campaign: &str,
+    token: &str,
+    ticket: Option<&str>,
+) -> (u16, serde_json::Value) {
+    let body = serde_json::json!({ "quantity": 1, "ticket": ticket });
+    c.post(
+        &format!("/api/campaigns/{campaign}/purchase"),
+        Some(token),
+        &body.to_string(),
+    )
 }
 
 pub fn spec(id: &str, total: u64, partitions: u32, limit: u32) -> CampaignSpec {

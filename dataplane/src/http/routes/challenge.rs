@@ -1,18 +1,21 @@
 //! `POST /api/campaigns/{id}/challenge` and `POST /api/campaigns/{id}/ticket`: the
 //! proof-of-work gate of campaigns with `require_ticket`. A challenge is single-use and
 //! bound to the user; solving it earns a signed ticket, bound to user and campaign,
-//! short-lived, and no more than `ticket_factor × total` are ever issued.
+//! short-lived. A user holds at most one live ticket per campaign (asking again returns
+//! it), live tickets never exceed `ticket_factor × total`, and none are issued for drafts
+//! or earlier than `tickets.window_s` before the opening.
 
 use hyper::body::Incoming;
 use hyper::Request;
 use rand::Rng;
 
+use crate::campaign::State;
 use crate::guard::pow::{self, Ticket};
 use crate::http::reply::{ok, Reply};
 use crate::http::request::SolutionBody;
 use crate::http::{authenticate, read_json, ApiError};
 use crate::shard::Shard;
-use crate::store::{Challenge, Issue};
+use crate::store::{Challenge, Issue, NewTicket};
 
 fn random_hex(bytes: usize) -> String {
     let mut rng = rand::rng();
@@ -21,16 +24,29 @@ fn random_hex(bytes: usize) -> String {
         .collect()
 }
 
-/// The campaign's ticket cap, when it uses tickets.
-fn cap(shard: &Shard, id: &str) -> Result<u64, ApiError> {
+/// Whether the campaign takes tickets now, by the shard's copy: a refusal here spares
+/// the shopper a proof of work. The issuing script decides again, atomically.
+fn open_for_tickets(shard: &Shard, id: &str) -> Result<(), ApiError> {
+    let window_ms = shard.settings.tickets.window_s as i64 * 1000;
     shard
         .with_campaign(id, |v| {
-            let s = &v.campaign.spec;
-            s.require_ticket
-                .then(|| u64::from(s.ticket_factor) * s.total)
+            let c = &v.campaign;
+            match c.state {
+                State::Draft | State::Arming => Err(ApiError::UnknownCampaign),
+                _ if !c.spec.require_ticket => Err(ApiError::NoTickets),
+                State::Ended => Err(ApiError::Ended),
+                State::Armed
+                    if c.starts_at_ms
+                        .is_some_and(|s| crate::now_ms() < s - window_ms) =>
+                {
+                    Err(ApiError::NotStarted {
+                        starts_at_ms: c.starts_at_ms,
+                    })
+                }
+                _ => Ok(()),
+            }
         })
         .ok_or(ApiError::UnknownCampaign)?
-        .ok_or(ApiError::NoTickets)
 }
 
 fn unavailable(e: crate::store::StoreError) -> ApiError {
@@ -40,7 +56,7 @@ fn unavailable(e: crate::store::StoreError) -> ApiError {
 
 pub async fn challenge(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let user = authenticate(shard, &req)?;
-    cap(shard, id)?;
+    open_for_tickets(shard, id)?;
     let t = &shard.settings.tickets;
     let challenge_id = random_hex(16);
     let c = Challenge {
@@ -63,7 +79,7 @@ pub async fn challenge(shard: &Shard, id: &str, req: Request<Incoming>) -> Resul
 
 pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let user = authenticate(shard, &req)?;
-    let cap = cap(shard, id)?;
+    open_for_tickets(shard, id)?;
     let s: SolutionBody = read_json(shard, req).await?;
     if s.challenge_id.len() != 32 || s.nonce.is_empty() || s.nonce.len() > 64 {
         return Err(ApiError::ChallengeInvalid);
@@ -77,27 +93,42 @@ pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<R
     if c.user != user || !pow::solves(&c.prefix, &s.nonce, c.difficulty) {
         return Err(ApiError::ChallengeInvalid);
     }
-    match shard
-        .store
-        .issue_ticket(id, &s.challenge_id, cap)
-        .await
-        .map_err(unavailable)?
-    {
-        Issue::Granted => {}
-        Issue::Gone => return Err(ApiError::ChallengeInvalid),
-        Issue::Exhausted => return Err(ApiError::TicketsExhausted),
-    }
-    let ttl_ms = shard.settings.tickets.ticket_ttl_s as i64 * 1000;
-    let expires = crate::now_ms() + ttl_ms;
+    let t = &shard.settings.tickets;
+    let expires = crate::now_ms() + t.ticket_ttl_s as i64 * 1000;
     let ticket = pow::sign_ticket(
         &shard.settings.secret,
         &Ticket {
             campaign: id.to_string(),
-            user,
+            user: user.clone(),
             id: random_hex(12),
         },
         expires,
     );
+    let issued = shard
+        .store
+        .issue_ticket(&NewTicket {
+            campaign: id,
+            challenge: &s.challenge_id,
+            user: &user,
+            ticket: &ticket,
+            expires_ms: expires,
+            window_ms: t.window_s as i64 * 1000,
+        })
+        .await
+        .map_err(unavailable)?;
+    let (ticket, expires) = match issued {
+        Issue::Granted => (ticket, expires),
+        Issue::Same { ticket, expires_ms } => (ticket, expires_ms),
+        Issue::Gone => return Err(ApiError::ChallengeInvalid),
+        Issue::Exhausted => return Err(ApiError::TicketsExhausted),
+        Issue::Unknown => return Err(ApiError::UnknownCampaign),
+        Issue::Ended => return Err(ApiError::Ended),
+        Issue::Early { starts_at_ms } => {
+            return Err(ApiError::NotStarted {
+                starts_at_ms: Some(starts_at_ms),
+            })
+        }
+    };
     Ok(ok(
         &serde_json::json!({ "ticket": ticket, "expires_at_ms": expires }),
     ))

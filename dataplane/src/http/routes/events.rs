@@ -2,6 +2,8 @@
 //! Events. Each shard makes one update per change of its copy of the campaign (at most
 //! one per control-plane poll, 250 ms by default) and every stream on the shard sends
 //! that same text; a comment every 15 s keeps proxies from closing a quiet stream.
+//! A stream holds its connection until the client leaves, so each client address and
+//! the shard as a whole may hold only so many (`http.max_event_streams_per_*`).
 
 use bytes::Bytes;
 use futures::stream::{self, LocalBoxStream, StreamExt};
@@ -10,11 +12,12 @@ use hyper::body::Frame;
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::Response;
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::http::ApiError;
-use crate::shard::Shard;
+use crate::shard::{Shard, StreamCap};
 
 pub type Events = StreamBody<LocalBoxStream<'static, Result<Frame<Bytes>, Infallible>>>;
 
@@ -23,6 +26,8 @@ const TICK: Duration = Duration::from_millis(250);
 /// A comment at least this often, and within half the idle timeout, which a quiet
 /// stream would otherwise hit.
 const HEARTBEAT: Duration = Duration::from_secs(15);
+/// What a refused client is told to wait: slots come back only as other streams close.
+const RETRY_AFTER_S: u64 = 5;
 
 /// The shard's current update for a published campaign, shared by all its streams.
 pub fn live_event(shard: &Shard, id: &str) -> Option<Rc<str>> {
@@ -50,19 +55,55 @@ pub fn live_event(shard: &Shard, id: &str) -> Option<Rc<str>> {
     Some(ev)
 }
 
+/// A stream's place in the shard's count, given back when the stream's body is dropped:
+/// at its end, or when the client leaves.
+struct Slot {
+    shard: Rc<Shard>,
+    client: IpAddr,
+}
+
+impl Slot {
+    fn take(shard: &Rc<Shard>, client: IpAddr) -> Result<Slot, ApiError> {
+        let h = &shard.settings.http;
+        let taken = shard.streams.borrow_mut().take(
+            client,
+            h.max_event_streams_per_client,
+            h.max_event_streams_per_shard,
+        );
+        let retry_after_s = RETRY_AFTER_S;
+        match taken {
+            Ok(()) => Ok(Slot {
+                shard: shard.clone(),
+                client,
+            }),
+            Err(StreamCap::Client) => Err(ApiError::TooManyStreams { retry_after_s }),
+            Err(StreamCap::Shard) => Err(ApiError::StreamsFull { retry_after_s }),
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.shard.streams.borrow_mut().give_back(self.client);
+    }
+}
+
 struct Stream {
     shard: Rc<Shard>,
     id: String,
     last: Option<Rc<str>>,
     sent: Instant,
+    _slot: Slot,
 }
 
 fn frame(text: String) -> Result<Frame<Bytes>, Infallible> {
     Ok(Frame::data(Bytes::from(text)))
 }
 
-pub fn open(shard: Rc<Shard>, id: &str) -> Result<Response<Events>, ApiError> {
+/// Opens a stream of `client` (the address the IP guard admitted).
+pub fn open(shard: Rc<Shard>, id: &str, client: IpAddr) -> Result<Response<Events>, ApiError> {
     live_event(&shard, id).ok_or(ApiError::UnknownCampaign)?;
+    let slot = Slot::take(&shard, client)?;
     let heartbeat = HEARTBEAT.min(Duration::from_millis(
         shard.settings.http.idle_timeout_ms / 2,
     ));
@@ -71,6 +112,7 @@ pub fn open(shard: Rc<Shard>, id: &str) -> Result<Response<Events>, ApiError> {
         id: id.to_string(),
         last: None,
         sent: Instant::now(),
+        _slot: slot,
     };
     let events = stream::unfold(start, move |mut s| async move {
         loop {

@@ -491,7 +491,27 @@ impl Node {
         wait_until("the data plane", Duration::from_secs(20), || {
             ureq::get(&url).call().is_ok()
         });
+        node.wait_synced();
         node
+    }
+
+    /// Waits, 3 s at most, until the shards have read the campaigns (fresh connections
+    /// land on any shard; 16 in a row that no longer hear `starting` will do), as a load
+    /// balancer waits for a node to be ready. A node whose Redis is down stays starting:
+    /// then this returns all the same.
+    pub fn wait_synced(&self) {
+        let url = self.url("/api/campaigns");
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            let synced = (0..16).all(|_| match ureq::get(&url).call() {
+                Err(ureq::Error::Status(503, _)) | Err(ureq::Error::Transport(_)) => false,
+                _ => true,
+            });
+            if synced {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     pub fn url(&self, path: &str) -> String {

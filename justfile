@@ -151,6 +151,8 @@ console *ARGS: redis
 test: setup
     cargo fmt --all -- --check
     cargo clippy --all-targets -- -D warnings
+    # The console and the simulator build without the server's runtime (glommio, io_uring).
+    ! cargo tree -p seckill-console -p seckill-simulator -e normal,build,dev | grep glommio
     cargo test --workspace
     bench/drill.sh 800 short
 

@@ -5,7 +5,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 
-use seckill_dataplane::campaign::{Action, State};
+use seckill_core::campaign::{Action, State};
 
 use crate::data::{CampaignRow, Snapshot};
 
@@ -178,7 +178,7 @@ impl App {
             Err(error) => {
                 let since_ms = match &self.link {
                     Link::Lost { since_ms, .. } => *since_ms,
-                    _ => seckill_dataplane::now_ms(),
+                    _ => seckill_core::now_ms(),
                 };
                 self.link = Link::Lost { since_ms, error };
             }
@@ -471,10 +471,10 @@ pub fn parse_input(prompt: Prompt, text: &str) -> Result<Command, String> {
             if pairs.is_empty() {
                 return Err(format!(
                     "give field=value pairs; fields: {}",
-                    seckill_dataplane::guard::Limits::FIELDS.join(" ")
+                    seckill_core::limits::Limits::FIELDS.join(" ")
                 ));
             }
-            let mut check = seckill_dataplane::guard::Limits::default();
+            let mut check = seckill_core::limits::Limits::default();
             for (k, v) in &pairs {
                 check.set(k, v)?;
             }
@@ -483,7 +483,7 @@ pub fn parse_input(prompt: Prompt, text: &str) -> Result<Command, String> {
         Prompt::Block => {
             let mut parts = text.split_whitespace();
             let entry = parts.next().ok_or("give ip:ADDRESS or user:ID")?;
-            let entry = seckill_dataplane::guard::blacklist::parse_entry(entry)?;
+            let entry = seckill_core::blacklist::parse_entry(entry)?;
             let ttl_s = match parts.next() {
                 None => 3600,
                 Some(t) => t
@@ -495,7 +495,7 @@ pub fn parse_input(prompt: Prompt, text: &str) -> Result<Command, String> {
             Ok(Command::Block { entry, ttl_s })
         }
         Prompt::Unblock => {
-            let entry = seckill_dataplane::guard::blacklist::parse_entry(text)?;
+            let entry = seckill_core::blacklist::parse_entry(text)?;
             Ok(Command::Unblock { entry })
         }
     }

@@ -2,13 +2,13 @@
 //! `seckill-dataplane` CLI.
 
 use anyhow::Context;
-use seckill_dataplane::connection::Connection;
+use seckill_core::connection::Connection;
 use std::path::{Path, PathBuf};
 
-use seckill_dataplane::campaign::CampaignSpec;
-use seckill_dataplane::control;
-use seckill_dataplane::guard::blacklist;
-use seckill_dataplane::reconcile;
+use seckill_core::blacklist;
+use seckill_core::campaign::CampaignSpec;
+use seckill_core::control;
+use seckill_orders::reconcile;
 
 use crate::app::{Command, Done};
 

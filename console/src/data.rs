@@ -2,13 +2,13 @@
 //! its partitions (read in one transaction, so the live ledger line is exact even during
 //! a surge), the fleet's telemetry, the limit overrides and the blacklist.
 
-use seckill_dataplane::connection::Connection;
+use seckill_core::connection::Connection;
 use std::collections::HashMap;
 
-use seckill_dataplane::campaign::Campaign;
-use seckill_dataplane::control::{self, PartitionStock};
-use seckill_dataplane::guard::blacklist;
-use seckill_dataplane::telemetry::{self, Fleet};
+use seckill_core::blacklist;
+use seckill_core::campaign::Campaign;
+use seckill_core::control::{self, PartitionStock};
+use seckill_core::telemetry::{self, Fleet};
 
 /// One campaign and its stock, as of one read.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,7 +82,7 @@ impl CampaignRow {
 
     /// The state a shopper sees: live with nothing left and nothing moving is sold out.
     pub fn shown_state(&self) -> &'static str {
-        use seckill_dataplane::campaign::State;
+        use seckill_core::campaign::State;
         match self.campaign.state {
             State::Live if self.armed() && self.remaining() + self.in_transit() == 0 => "sold_out",
             s => s.as_str(),
@@ -117,7 +117,7 @@ pub fn fetch(con: &mut Connection) -> anyhow::Result<Snapshot> {
     let mut limits: Vec<(String, String)> = overrides.into_iter().collect();
     limits.sort();
     Ok(Snapshot {
-        at_ms: seckill_dataplane::now_ms(),
+        at_ms: seckill_core::now_ms(),
         campaigns,
         fleet: telemetry::read_fleet(con)?,
         limits,
@@ -132,6 +132,6 @@ pub fn connect(url: &str) -> anyhow::Result<Connection> {
         std::time::Duration::from_millis(500),
         Some(std::time::Duration::from_secs(3)),
     )?;
-    seckill_dataplane::clock::sync(&mut con);
+    seckill_core::clock::sync(&mut con);
     Ok(con)
 }

@@ -41,9 +41,8 @@ fn main() -> anyhow::Result<()> {
     if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         anyhow::bail!("seckill-console needs a terminal; `seckill-dataplane campaign list` reads the same control plane");
     }
-    let redis =
-        seckill_dataplane::secrets::redis_url(&args.redis, args.redis_password_file.as_deref())
-            .map_err(|e| anyhow::anyhow!("--redis-password-file: {e}"))?;
+    let redis = seckill_core::secrets::redis_url(&args.redis, args.redis_password_file.as_deref())
+        .map_err(|e| anyhow::anyhow!("--redis-password-file: {e}"))?;
     redis::Client::open(redis.as_str()).map_err(|e| anyhow::anyhow!("--redis: {e}"))?;
     run(Options {
         redis,

@@ -2,7 +2,7 @@
 //! one channel; keys change the state (and may run a command); every event redraws.
 
 use crossterm::event::{self as term, KeyEventKind};
-use seckill_dataplane::connection::Connection;
+use seckill_core::connection::Connection;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -45,7 +45,7 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     let refresh_now = spawn_reader(&opts, tx.clone(), stop.clone());
     spawn_keys(tx, stop.clone());
     // The header shows where the console is connected, never the password.
-    let mut app = App::new(&seckill_dataplane::secrets::redact(&opts.redis));
+    let mut app = App::new(&seckill_core::secrets::redact(&opts.redis));
     app.focus = opts.campaign.clone();
     let mut con: Option<Connection> = None;
     terminal.draw(|f| crate::ui::draw(&app, f))?;

@@ -10,19 +10,19 @@ use redis::Commands;
 use seckill_console::app::{App, Popup, View};
 use seckill_console::command::{execute, Stores};
 use seckill_console::data;
-use seckill_dataplane::campaign::State;
+use seckill_core::campaign::State;
 
 /// The console's loop without a terminal: keys in, commands run, the picture refreshed.
 struct Console {
     app: App,
-    con: seckill_dataplane::connection::Connection,
+    con: seckill_core::connection::Connection,
     stores: Stores,
 }
 
 impl Console {
     fn new(redis: &Redis, stores: Stores) -> Console {
         let mut c = Console {
-            app: App::new(&seckill_dataplane::secrets::redact(&redis.url())),
+            app: App::new(&seckill_core::secrets::redact(&redis.url())),
             con: redis.con(),
             stores,
         };
@@ -51,7 +51,7 @@ impl Console {
     }
 
     fn state(&mut self, id: &str) -> State {
-        seckill_dataplane::control::get(&mut self.con, id)
+        seckill_core::control::get(&mut self.con, id)
             .expect("campaign")
             .state
     }
@@ -136,9 +136,8 @@ fn limits_and_the_blacklist_change_from_keys() {
 
     c.press(KeyCode::Char('l'));
     c.type_line("ip_rate=7 user_burst=3");
-    let limits: std::collections::HashMap<String, String> = con
-        .hgetall(seckill_dataplane::control::LIMITS)
-        .expect("limits");
+    let limits: std::collections::HashMap<String, String> =
+        con.hgetall(seckill_core::control::LIMITS).expect("limits");
     assert_eq!(limits.get("ip_rate").map(String::as_str), Some("7"));
     assert_eq!(limits.get("user_burst").map(String::as_str), Some("3"));
 
@@ -153,9 +152,8 @@ fn limits_and_the_blacklist_change_from_keys() {
     // L asks, then drops every override.
     c.press(KeyCode::Char('L'));
     c.press(KeyCode::Char('y'));
-    let limits: std::collections::HashMap<String, String> = con
-        .hgetall(seckill_dataplane::control::LIMITS)
-        .expect("limits");
+    let limits: std::collections::HashMap<String, String> =
+        con.hgetall(seckill_core::control::LIMITS).expect("limits");
     assert!(limits.is_empty());
 
     c.press(KeyCode::Char('b'));
@@ -175,14 +173,14 @@ fn reconciliation_opens_a_scrollable_report() {
     let redis = Redis::start();
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("orders.sqlite");
-    drop(seckill_dataplane::orders::OrderDb::open(&db).expect("an order store"));
+    drop(seckill_orders::OrderDb::open(&db).expect("an order store"));
     let mut con = redis.con();
-    let spec = seckill_dataplane::campaign::CampaignSpec::from_toml(
+    let spec = seckill_core::campaign::CampaignSpec::from_toml(
         &std::fs::read_to_string(campaign_file(dir.path(), "rec")).expect("read"),
     )
     .expect("spec");
-    seckill_dataplane::control::create(&mut con, spec).expect("create");
-    seckill_dataplane::control::arm(&mut con, "rec").expect("arm");
+    seckill_core::control::create(&mut con, spec).expect("create");
+    seckill_core::control::arm(&mut con, "rec").expect("arm");
     let mut c = Console::new(&redis, Stores(vec![db]));
 
     c.press(KeyCode::Char('c'));

@@ -7,8 +7,8 @@ use common::*;
 use std::process::Command;
 use std::time::Duration;
 
-use seckill_dataplane::campaign::{CampaignSpec, State};
-use seckill_dataplane::control;
+use seckill_core::campaign::{CampaignSpec, State};
+use seckill_core::control;
 
 /// A tmux server of the test's own (its own socket), killed at the end.
 struct Tmux {

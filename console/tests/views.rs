@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use seckill_console::app::{App, Link, View};
 use seckill_console::data::{CampaignRow, Snapshot};
-use seckill_dataplane::campaign::{Campaign, CampaignSpec, State};
-use seckill_dataplane::control::PartitionStock;
-use seckill_dataplane::telemetry::{Fleet, NodeView, RouteStats, WorkerRecord};
+use seckill_core::campaign::{Campaign, CampaignSpec, State};
+use seckill_core::control::PartitionStock;
+use seckill_core::telemetry::{Fleet, NodeView, RouteStats, WorkerRecord};
 
 /// 2026-11-29 20:00:00 UTC.
 const NOW: i64 = 1_795_982_400_000;

@@ -4,46 +4,32 @@
 //! - [`server`]: one pinned glommio executor per core (shard), each with its own
 //!   `SO_REUSEPORT` listener, and the orderly stop;
 //! - `http`: hyper on glommio sockets, the routes, and every refusal mapped to a status;
-//! - [`auth`]: the shopper's HMAC-signed token;
+//! - [`guard`]: the shard's defences before Redis: buckets, the blacklist's copy, the
+//!   circuit breaker;
 //! - [`shard`]: the shard's copy of the campaigns (kept fresh from the control plane),
 //!   where most refusals are decided without leaving the core;
 //! - [`store`]: the shard's pipelined Redis connection, the one-script purchase on the
-//!   user's partition, and the crash-safe transfers between partitions;
-//! - [`keys`] and [`scripts`]: the Redis key schema, partition routing and the Lua.
+//!   user's partition, and the crash-safe transfers between partitions.
 //!
-//! After the hold: [`orders`] (the order events, the worker that stores them in SQLite
-//! and delivers paid orders) and [`reconcile`] (the ledger across Redis, the streams and
-//! every order store).
+//! Beside the hot path: [`metrics`] (what the admin listener exports), [`telemetry`]
+//! (the shard's record of its last second) and [`config`].
 //!
-//! Beside the hot path: [`campaign`] (the model), [`clock`] (the sale's clock, Redis's), [`control`] (the control plane, for the
-//! CLI and console), [`ledger`] (the Redis side of the invariants), [`telemetry`] (each
-//! node's and worker's record of the last second, for the console), [`backoff`] (the
-//! jittered waits between reconnection attempts), [`secrets`] (secret files and Redis
-//! credentials) and [`config`].
+//! What every program shares (campaigns, keys and scripts, the control plane, the
+//! sale's clock, signatures) is in `seckill-core`; the order worker and reconciliation
+//! are in `seckill-orders`. Both are re-exported here under their old names, for the
+//! command line and the tests.
 
-pub mod auth;
-pub mod backoff;
-pub mod campaign;
-pub mod clock;
 pub mod config;
-pub mod connection;
-pub mod control;
 pub mod guard;
 mod http;
 pub use http::{request, ApiError};
-pub mod keys;
-pub mod ledger;
 pub mod metrics;
-pub mod orders;
-pub mod reconcile;
-pub mod scripts;
-pub mod secrets;
 pub mod server;
 pub mod shard;
 pub mod store;
 pub mod telemetry;
 
-/// Milliseconds since the Unix epoch on the sale's clock (see [`clock`]).
-pub fn now_ms() -> i64 {
-    clock::now_ms()
-}
+pub use seckill_core::{
+    auth, backoff, campaign, clock, connection, control, keys, ledger, now_ms, scripts, secrets,
+};
+pub use seckill_orders::{self as orders, reconcile};

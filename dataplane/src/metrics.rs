@@ -3,6 +3,8 @@
 //! writers), which the admin listener sums over the shards when scraped. The in-process
 //! order worker has its [`WorkerMetrics`] the same way.
 
+use seckill_core::histo::{Histo, BUCKETS};
+pub use seckill_orders::metrics::WorkerMetrics;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -57,12 +59,6 @@ pub const OUTCOMES: [&str; 29] = [
     "too_many_streams",
     "starting",
     "other",
-];
-
-/// Upper bounds of the latency buckets, in seconds (a last `+Inf` bucket follows).
-pub const BUCKETS: [f64; 15] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    10.0,
 ];
 
 /// `ROUTES` position of a route name (a jump on the name, not a search).
@@ -120,41 +116,6 @@ pub fn outcome_index(code: &str) -> usize {
     }
 }
 
-/// A latency histogram of atomics: counts per bucket (not cumulative) and the sum.
-#[derive(Debug)]
-struct Histo {
-    counts: [AtomicU64; BUCKETS.len() + 1],
-    sum_ns: AtomicU64,
-}
-
-impl Default for Histo {
-    fn default() -> Self {
-        Histo {
-            counts: std::array::from_fn(|_| AtomicU64::new(0)),
-            sum_ns: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Histo {
-    fn observe(&self, took: Duration) {
-        let s = took.as_secs_f64();
-        let i = BUCKETS
-            .iter()
-            .position(|b| s <= *b)
-            .unwrap_or(BUCKETS.len());
-        self.counts[i].fetch_add(1, Relaxed);
-        self.sum_ns.fetch_add(took.as_nanos() as u64, Relaxed);
-    }
-
-    fn add_to(&self, counts: &mut [u64; BUCKETS.len() + 1], sum_ns: &mut u64) {
-        for (c, a) in counts.iter_mut().zip(&self.counts) {
-            *c += a.load(Relaxed);
-        }
-        *sum_ns += self.sum_ns.load(Relaxed);
-    }
-}
-
 /// What one shard counted since the node started.
 pub struct ShardMetrics {
     requests: Vec<AtomicU64>,
@@ -191,26 +152,6 @@ impl ShardMetrics {
 
     pub fn redis_round_trip(&self, took: Duration) {
         self.redis.observe(took);
-    }
-}
-
-/// The in-process order worker's counters.
-#[derive(Debug, Default)]
-pub struct WorkerMetrics {
-    pub events: AtomicU64,
-    pub delivered: AtomicU64,
-    pub lag: AtomicU64,
-    pub pending: AtomicU64,
-    /// Paid orders held back undelivered, as of the worker's last pass.
-    pub undelivered: AtomicU64,
-    pub delivery_failures: AtomicU64,
-    pay_to_delivered: Histo,
-}
-
-impl WorkerMetrics {
-    pub fn delivered_after(&self, took: Duration) {
-        self.delivered.fetch_add(1, Relaxed);
-        self.pay_to_delivered.observe(took);
     }
 }
 

@@ -8,9 +8,10 @@
 mod common;
 
 use common::{open_sale, reconciled, spec, wait_until, Cluster, Node, RedisUrl};
+use seckill_core::telemetry;
 use seckill_dataplane::campaign::Action;
+use seckill_dataplane::control;
 use seckill_dataplane::keys::{partition_of, PartitionKeys};
-use seckill_dataplane::{control, telemetry};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;

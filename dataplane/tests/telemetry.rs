@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use seckill_dataplane::telemetry;
+use seckill_core::telemetry;
 use std::time::Duration;
 
 #[test]

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use seckill_dataplane::{control, ledger};
+use seckill_core::{control, ledger};
 
 #[derive(Args, Debug, Clone)]
 pub struct BurstArgs {
@@ -77,12 +77,12 @@ pub fn run(a: &BurstArgs) -> anyhow::Result<ExitCode> {
     for (outcome, n) in outcomes.iter() {
         println!("  {outcome:<20} {n:>8}");
     }
-    let url = seckill_dataplane::secrets::redis_url(&a.redis, a.redis_password_file.as_deref())
+    let url = seckill_core::secrets::redis_url(&a.redis, a.redis_password_file.as_deref())
         .map_err(|e| anyhow::anyhow!("--redis-password-file: {e}"))?;
     let mut con = control::connect(&url).with_context(|| {
         format!(
             "connecting to {} for the ledger",
-            seckill_dataplane::secrets::redact(&url)
+            seckill_core::secrets::redact(&url)
         )
     })?;
     let c = control::get(&mut con, &a.campaign)?;

@@ -351,7 +351,7 @@ async fn session(
         if let Some(o) = &order {
             t.held.push((a.persona, a.user, o.clone()));
             if let Some(opens_ms) = ctx.opens_ms {
-                let now = seckill_dataplane::now_ms();
+                let now = seckill_core::now_ms();
                 if now < opens_ms {
                     t.sold_before_opening += 1;
                 }
@@ -570,10 +570,7 @@ async fn earn_one(
     let r = client.send(ip, &req, json).await;
     tally.borrow_mut().timed("challenge", sent, r.is_ok());
     let (200, ch) = r.ok()? else { return None };
-    let nonce = seckill_dataplane::guard::pow::solve(
-        ch["prefix"].as_str()?,
-        ch["difficulty"].as_u64()? as u32,
-    );
+    let nonce = seckill_core::pow::solve(ch["prefix"].as_str()?, ch["difficulty"].as_u64()? as u32);
     let body =
         serde_json::json!({ "challenge_id": ch["challenge_id"], "nonce": nonce }).to_string();
     let path = format!("/api/campaigns/{campaign}/ticket");

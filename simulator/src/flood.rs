@@ -261,12 +261,12 @@ pub fn flood(a: &FloodArgs) -> anyhow::Result<FloodReport> {
     }
     let secret = match &a.secret_file {
         Some(path) => Some(
-            seckill_dataplane::secrets::read_secret(path)
+            seckill_core::secrets::read_secret(path)
                 .map_err(|e| anyhow::anyhow!("--secret-file: {e}"))?,
         ),
         None => None,
     };
-    let expires = seckill_dataplane::now_ms() + 3_600_000;
+    let expires = seckill_core::now_ms() + 3_600_000;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -289,9 +289,9 @@ pub fn flood(a: &FloodArgs) -> anyhow::Result<FloodReport> {
                 let due = start + every.mul_f64(n as f64);
                 tokio::time::sleep_until(due.into()).await;
                 report.borrow_mut().malformed_sent += 1;
-                let token = secret.as_ref().map(|s| {
-                    seckill_dataplane::auth::issue_token(s, &format!("flood-{n}"), expires)
-                });
+                let token = secret
+                    .as_ref()
+                    .map(|s| seckill_core::auth::issue_token(s, &format!("flood-{n}"), expires));
                 tokio::task::spawn_local(one_malformed(target, n, token, report.clone()));
                 n += 1;
             }

@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context as _};
 use clap::Args;
-use seckill_dataplane::connection::Connection;
+use seckill_core::connection::Connection;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -12,9 +12,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use seckill_dataplane::campaign::{format_instant_ms, Action, CampaignSpec};
-use seckill_dataplane::ledger::Ledger;
-use seckill_dataplane::{control, ledger, reconcile};
+use seckill_core::campaign::{format_instant_ms, Action, CampaignSpec};
+use seckill_core::ledger::Ledger;
+use seckill_core::{control, ledger};
+use seckill_orders::reconcile;
 
 use crate::engine::{self, Tally};
 use crate::plan::{self, Persona};
@@ -178,16 +179,17 @@ fn prepare_sale(s: &Scenario, file: &std::path::Path) -> anyhow::Result<(String,
         .with_context(|| format!("campaign.create: reading {}", file.display()))?;
     let mut spec =
         CampaignSpec::from_toml(&text).with_context(|| format!("in {}", file.display()))?;
-    let stamp = seckill_dataplane::now_ms() % 1_000_000_000;
+    let stamp = seckill_core::now_ms() % 1_000_000_000;
     spec.id = format!(
         "{}-sim{stamp}",
         spec.id.chars().take(16).collect::<String>()
     );
     // Set-up before the opening: the nodes see the campaign, shoppers earn their tickets.
     let set_up_ms = if spec.require_ticket { 20_000 } else { 2_000 };
-    let starts_at = s.campaign.scheduled.then(|| {
-        seckill_dataplane::now_ms() + set_up_ms + (s.campaign.starts_in_s * 1000.0) as i64
-    });
+    let starts_at = s
+        .campaign
+        .scheduled
+        .then(|| seckill_core::now_ms() + set_up_ms + (s.campaign.starts_in_s * 1000.0) as i64);
     spec.starts_at = starts_at.map(format_instant_ms);
     spec.ends_at = None;
     let mut con = s.connect()?;
@@ -248,12 +250,12 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
     let names = plan::account_names(users);
     let tokens = match &s.secret_file {
         Some(path) => {
-            let secret = seckill_dataplane::secrets::read_secret(path)
+            let secret = seckill_core::secrets::read_secret(path)
                 .map_err(|e| anyhow::anyhow!("secret_file: {e}"))?;
-            let expires = seckill_dataplane::now_ms() + 3_600_000;
+            let expires = seckill_core::now_ms() + 3_600_000;
             names
                 .iter()
-                .map(|n| seckill_dataplane::auth::issue_token(&secret, n, expires))
+                .map(|n| seckill_core::auth::issue_token(&secret, n, expires))
                 .collect()
         }
         None => tokens(urls[0], &names, 8)?,
@@ -270,8 +272,8 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
     let existing = control::get(&mut con, &campaign)?;
     // A campaign created here, or an existing one still armed, is opened on time (a
     // scheduled one by its clock).
-    let opens = scheduled.is_none()
-        && (created || existing.state == seckill_dataplane::campaign::State::Armed);
+    let opens =
+        scheduled.is_none() && (created || existing.state == seckill_core::campaign::State::Armed);
     let spec = existing.spec;
     let agent = ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(5))
@@ -305,7 +307,7 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
 
     let starts_in_ms = (s.campaign.starts_in_s * 1000.0) as i64;
     let lead_ms = match scheduled {
-        Some(at) => at - starts_in_ms - seckill_dataplane::now_ms(),
+        Some(at) => at - starts_in_ms - seckill_core::now_ms(),
         None => 500,
     };
     if lead_ms < 0 {
@@ -317,7 +319,7 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
     let start = Instant::now() + Duration::from_millis(lead_ms as u64);
     let opens_in = Duration::from_millis((lead_ms + starts_in_ms) as u64);
     let opens_ms =
-        scheduled.unwrap_or_else(|| seckill_dataplane::now_ms() + opens_in.as_millis() as i64);
+        scheduled.unwrap_or_else(|| seckill_core::now_ms() + opens_in.as_millis() as i64);
     let opener = opens.then(|| {
         let (redis, id) = (s.redis_url(), campaign.clone());
         std::thread::spawn(move || -> anyhow::Result<()> {

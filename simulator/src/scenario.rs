@@ -201,17 +201,17 @@ pub struct Overrides {
 impl Scenario {
     /// The control plane's URL with the password in it: never to be shown.
     pub fn redis_url(&self) -> anyhow::Result<String> {
-        seckill_dataplane::secrets::redis_url(&self.redis, self.redis_password_file.as_deref())
+        seckill_core::secrets::redis_url(&self.redis, self.redis_password_file.as_deref())
             .map_err(|e| anyhow::anyhow!("redis_password_file: {e}"))
     }
 
     /// Connects to the control plane; an error names the URL without its password.
-    pub fn connect(&self) -> anyhow::Result<seckill_dataplane::connection::Connection> {
+    pub fn connect(&self) -> anyhow::Result<seckill_core::connection::Connection> {
         let url = self.redis_url()?;
-        seckill_dataplane::control::connect(&url).with_context(|| {
+        seckill_core::control::connect(&url).with_context(|| {
             format!(
                 "redis: connecting to {}",
-                seckill_dataplane::secrets::redact(&url)
+                seckill_core::secrets::redact(&url)
             )
         })
     }

@@ -143,10 +143,10 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
     let redis = format!("redis://seckill-ops@127.0.0.1:{rport}");
     let ops_password = users.join("ops.password");
     wait_for("redis", || {
-        seckill_dataplane::secrets::redis_url(&redis, Some(&ops_password))
-            .is_ok_and(|url| seckill_dataplane::control::connect(&url).is_ok())
+        seckill_core::secrets::redis_url(&redis, Some(&ops_password))
+            .is_ok_and(|url| seckill_core::control::connect(&url).is_ok())
     });
-    seckill_dataplane::secrets::create_private(
+    seckill_core::secrets::create_private(
         &dir.path().join("secret"),
         b"simulator test secret, long enough",
     )

@@ -57,7 +57,7 @@ pub fn state_style(state: &str) -> Style {
 
 /// Time to start or to end, as the campaign's state makes relevant.
 pub fn when(c: &CampaignRow, now_ms: i64) -> String {
-    use seckill_dataplane::campaign::State;
+    use seckill_core::campaign::State;
     let camp = &c.campaign;
     match camp.state {
         State::Draft | State::Arming => "arm first".into(),

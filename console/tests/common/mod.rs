@@ -15,11 +15,10 @@ pub struct Redis {
 /// `redis://USER:PASSWORD@127.0.0.1:PORT`, the password read from `dir/users`.
 fn url_as(dir: &std::path::Path, user: &str, port: u16) -> String {
     let who = user.trim_start_matches("seckill-");
-    let pw = seckill_dataplane::secrets::read_password(
-        &dir.join("users").join(format!("{who}.password")),
-    )
-    .expect("password file");
-    seckill_dataplane::secrets::with_password(&format!("redis://{user}@127.0.0.1:{port}"), &pw)
+    let pw =
+        seckill_core::secrets::read_password(&dir.join("users").join(format!("{who}.password")))
+            .expect("password file");
+    seckill_core::secrets::with_password(&format!("redis://{user}@127.0.0.1:{port}"), &pw)
 }
 
 fn spawn(port: u16, dir: &std::path::Path) -> Child {
@@ -52,7 +51,7 @@ fn serves(port: u16, dir: &std::path::Path, child: &mut Child) -> bool {
         if child.try_wait().ok().flatten().is_some() {
             return false;
         }
-        let info = seckill_dataplane::control::connect(&url)
+        let info = seckill_core::control::connect(&url)
             .and_then(|mut con| Ok(redis::cmd("INFO").arg("server").query::<String>(&mut con)?));
         if let Ok(info) = info {
             return info.contains(&ours);
@@ -123,8 +122,8 @@ impl Redis {
         self._dir.path().join("users/ops.password")
     }
 
-    pub fn con(&self) -> seckill_dataplane::connection::Connection {
-        seckill_dataplane::control::connect(&self.url()).expect("connect")
+    pub fn con(&self) -> seckill_core::connection::Connection {
+        seckill_core::control::connect(&self.url()).expect("connect")
     }
 }
 

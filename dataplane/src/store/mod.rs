@@ -11,6 +11,7 @@ pub(crate) use conn::connect;
 pub use conn::{slot_of, RedisConn, Reply, StoreError};
 pub use orders::Payment;
 pub use purchase::{purchase_call, Purchase, PurchaseRequest};
+pub use seckill_core::reply::{int, text};
 pub use tickets::{Challenge, Issue, NewTicket};
 pub use transfer::{rebalance, PartitionProbe};
 
@@ -77,24 +78,5 @@ pub fn items(v: Value) -> Result<Vec<Value>, StoreError> {
         other => Err(StoreError::Protocol(format!(
             "expected an array, got {other:?}"
         ))),
-    }
-}
-
-pub fn text(v: Option<&Value>) -> Option<String> {
-    match v? {
-        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
-        Value::SimpleString(s) => Some(s.clone()),
-        Value::Int(i) => Some(i.to_string()),
-        _ => None,
-    }
-}
-
-pub fn int(v: Option<&Value>) -> Option<i64> {
-    match v? {
-        Value::Int(i) => Some(*i),
-        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
-        Value::SimpleString(s) => s.parse().ok(),
-        Value::Nil => Some(0),
-        _ => None,
     }
 }

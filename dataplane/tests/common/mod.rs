@@ -503,9 +503,11 @@ impl Node {
         let url = self.url("/api/campaigns");
         let deadline = Instant::now() + Duration::from_secs(3);
         while Instant::now() < deadline {
-            let synced = (0..16).all(|_| match ureq::get(&url).call() {
-                Err(ureq::Error::Status(503, _)) | Err(ureq::Error::Transport(_)) => false,
-                _ => true,
+            let synced = (0..16).all(|_| {
+                !matches!(
+                    ureq::get(&url).call(),
+                    Err(ureq::Error::Status(503, _)) | Err(ureq::Error::Transport(_))
+                )
             });
             if synced {
                 return;

@@ -249,7 +249,7 @@ pub const LIMITS: &str = "sk:limits";
 
 /// Overrides limits on every node (field = value, as in `[limits]`), within a second.
 pub fn set_limits(con: &mut Connection, pairs: &[(String, String)]) -> Result<()> {
-    let mut check = crate::guard::Limits::default();
+    let mut check = crate::limits::Limits::default();
     for (k, v) in pairs {
         check.set(k, v).map_err(ControlError::Limits)?;
     }

@@ -2,23 +2,22 @@
 //! campaigns, and the tasks that keep that copy fresh. No locks: other shards and nodes
 //! are reached only through Redis.
 
-use futures::future::{select, Either};
-use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
-use glommio::timer::Timer;
+use glommio::channels::local_channel::{self, LocalSender};
 use redis::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::pin::pin;
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::backoff::Backoff;
 use crate::campaign::{Campaign, State};
 use crate::config::Settings;
 use crate::guard::{blacklist, Guard};
 use crate::keys;
 use crate::store::{self, items, text, Store, StoreError};
+
+mod loops;
+use loops::{listen_for_changes, rebalance_loop, report_loop, sync_loop};
 
 /// What a campaign's event is made from: state, remaining, start and end.
 pub type LiveKey = (&'static str, i64, Option<i64>, Option<i64>);
@@ -197,7 +196,7 @@ impl Shard {
         shard.store.conn.observe_round_trips(shard.metrics.clone());
         glommio::spawn_local(sync_loop(shard.clone(), wake_rx)).detach();
         glommio::spawn_local(listen_for_changes(shard.clone())).detach();
-        glommio::spawn_local(crate::telemetry::report_loop(shard.clone())).detach();
+        glommio::spawn_local(report_loop(shard.clone())).detach();
         if index == 0 {
             glommio::spawn_local(rebalance_loop(shard.clone())).detach();
         }
@@ -416,102 +415,6 @@ fn to_map(v: Value) -> Option<HashMap<String, String>> {
             .filter_map(|kv| Some((text(kv.first())?, text(kv.get(1))?)))
             .collect(),
     )
-}
-
-/// Measures this machine's clock against Redis's (see [`crate::clock`]).
-async fn sample_clock(shard: &Shard) -> Result<(), StoreError> {
-    let (sent, sent_ms) = (std::time::Instant::now(), crate::clock::local_ms());
-    let t = items(shard.store.conn.query(&redis::cmd("TIME")).await?)?;
-    let (rtt, received_ms) = (sent.elapsed(), crate::clock::local_ms());
-    if let (Some(s), Some(us)) = (store::int(t.first()), store::int(t.get(1))) {
-        crate::clock::observe(
-            sent_ms,
-            crate::clock::redis_time_ms(s, us),
-            received_ms,
-            rtt,
-        );
-    }
-    Ok(())
-}
-
-async fn sync_loop(shard: Rc<Shard>, wake: LocalReceiver<()>) {
-    let poll = Duration::from_millis(shard.settings.control.poll_ms);
-    loop {
-        if let Err(e) = sample_clock(&shard).await {
-            tracing::debug!(shard = shard.index, error = %e, "clock sample failed");
-        }
-        if let Err(e) = shard.sync().await {
-            tracing::debug!(shard = shard.index, error = %e, "control sync failed");
-        }
-        if let Either::Right((None, _)) = select(pin!(Timer::new(poll)), pin!(wake.recv())).await {
-            return;
-        }
-    }
-}
-
-/// Subscribes to control-plane announcements on a connection of its own and wakes the
-/// sync loop on each; polling covers the moments this connection is down.
-async fn listen_for_changes(shard: Rc<Shard>) {
-    let s = &shard.settings;
-    let subscribe = redis::cmd("SUBSCRIBE").arg(keys::CONTROL_CHANNEL).clone();
-    let mut backoff = Backoff::new(
-        Duration::from_millis(10),
-        Duration::from_millis(s.redis_client.max_backoff_ms),
-    );
-    // On a cluster a message published on any node reaches every node's subscribers,
-    // so the first seed that answers will do.
-    for seed in s.redis.iter().cycle() {
-        if let Ok((stream, mut decoder)) =
-            store::connect(seed, &s.redis_client, std::slice::from_ref(&subscribe)).await
-        {
-            backoff.reset();
-            // Anything announced while we were away is picked up by the next sync.
-            let _ = shard.wake.try_send(());
-            let mut reader = tokio_util::compat::FuturesAsyncReadCompatExt::compat(stream);
-            while redis::parse_redis_value_async(&mut decoder, &mut reader)
-                .await
-                .is_ok()
-            {
-                let _ = shard.wake.try_send(());
-            }
-        }
-        Timer::new(backoff.wait()).await;
-    }
-}
-
-/// Shard 0's housekeeping: release holds nobody paid for in time, finish stranded
-/// transfers and even out stock. Every node runs it; all of it is safe to run twice.
-async fn rebalance_loop(shard: Rc<Shard>) {
-    let every = Duration::from_millis(shard.settings.control.rebalance_ms);
-    loop {
-        Timer::new(every).await;
-        let stocked: Vec<(String, u32, State, bool)> = shard
-            .campaigns
-            .borrow()
-            .values()
-            .filter(|v| matches!(v.campaign.state, State::Live | State::Paused | State::Ended))
-            .map(|v| {
-                let c = &v.campaign;
-                (c.spec.id.clone(), c.spec.partitions, c.state, v.sold_out)
-            })
-            .collect();
-        for (id, partitions, state, sold_out) in stocked {
-            for p in 0..partitions {
-                match shard.store.release_expired(&id, p).await {
-                    Ok(0) => {}
-                    Ok(n) => {
-                        tracing::info!(campaign = %id, partition = p, released = n, "released expired holds")
-                    }
-                    Err(e) => tracing::debug!(campaign = %id, error = %e, "release failed"),
-                }
-            }
-            if state == State::Live && !sold_out {
-                if let Err(e) = store::rebalance(&shard.store, &id, partitions).await {
-                    tracing::debug!(campaign = %id, error = %e, "rebalance failed");
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use redis::streams::StreamId;
 
-use crate::keys::OrderId;
+use seckill_core::keys::OrderId;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

@@ -4,9 +4,9 @@
 //! pending; any worker claims them (`XAUTOCLAIM`) once they have been idle long enough.
 //! Runs on a thread of its own, with Redis's blocking client: it is not on the hot path.
 
-use crate::connection::Connection;
 use hdrhistogram::Histogram;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadOptions, StreamReadReply};
+use seckill_core::connection::Connection;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 
 use super::db::OrderDb;
 use super::event::{Event, Kind};
-use crate::auth::{derive_license, Secret};
-use crate::backoff::Backoff;
-use crate::campaign::State;
-use crate::control;
-use crate::keys::{self, CodeKeys, OrderId, PartitionKeys};
-use crate::scripts;
-use crate::store::{int, text};
+use seckill_core::auth::{derive_license, Secret};
+use seckill_core::backoff::Backoff;
+use seckill_core::campaign::State;
+use seckill_core::control;
+use seckill_core::keys::{self, CodeKeys, OrderId, PartitionKeys};
+use seckill_core::reply::{int, text};
+use seckill_core::scripts;
 
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
@@ -357,7 +357,7 @@ struct Reported {
 pub fn run(opts: WorkerOptions, stop: &AtomicBool) {
     let mut worker: Option<Worker> = None;
     let mut last_report = Instant::now();
-    let started_ms = crate::now_ms();
+    let started_ms = seckill_core::now_ms();
     let mut reported = Reported {
         at: Instant::now(),
         events: 0,
@@ -426,10 +426,10 @@ impl Worker {
         }
         let secs = last.at.elapsed().as_secs_f64().max(0.001);
         let recent = &mut self.stats.recent_pay_to_delivered_ms;
-        let record = crate::telemetry::WorkerRecord {
+        let record = seckill_core::telemetry::WorkerRecord {
             name: self.opts.name.clone(),
             started_ms,
-            at_ms: crate::now_ms(),
+            at_ms: seckill_core::now_ms(),
             lag,
             pending,
             events_per_s: self.stats.events.saturating_sub(last.events) as f64 / secs,
@@ -444,7 +444,7 @@ impl Worker {
             events: self.stats.events,
             delivered: self.stats.delivered,
         };
-        crate::telemetry::write_worker(&mut self.con, &record)?;
+        seckill_core::telemetry::write_worker(&mut self.con, &record)?;
         Ok(())
     }
 

@@ -179,7 +179,7 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::orders::Kind;
+    use crate::Kind;
 
     fn event(entry: &str, kind: Kind) -> Event {
         Event {

@@ -5,18 +5,18 @@
 //! the first store what it lacks and releases overdue holds; it never invents or deletes
 //! a sale.
 
-use crate::connection::Connection;
 use redis::Commands;
+use seckill_core::connection::Connection;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-use crate::campaign::Campaign;
-use crate::control::{self, ControlError};
-use crate::keys::{self, CodeKeys, OrderId, PartitionKeys};
-use crate::ledger::{self, Ledger};
-use crate::orders::{Event, Kind, OrderDb};
-use crate::scripts;
+use crate::{Event, Kind, OrderDb};
+use seckill_core::campaign::Campaign;
+use seckill_core::control::{self, ControlError};
+use seckill_core::keys::{self, CodeKeys, OrderId, PartitionKeys};
+use seckill_core::ledger::{self, Ledger};
+use seckill_core::scripts;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
@@ -167,8 +167,8 @@ pub fn backlog(con: &mut Connection, key: &str) -> redis::RedisResult<(u64, u64)
         .unwrap_or_default();
     let mut out = (0, 0);
     for g in groups {
-        if crate::store::text(g.get("name")).as_deref() == Some(keys::WORKER_GROUP) {
-            out.0 += crate::store::int(g.get("pending")).unwrap_or(0) as u64;
+        if seckill_core::reply::text(g.get("name")).as_deref() == Some(keys::WORKER_GROUP) {
+            out.0 += seckill_core::reply::int(g.get("pending")).unwrap_or(0) as u64;
             out.1 += match g.get("lag") {
                 Some(redis::Value::Int(n)) => *n as u64,
                 // Redis cannot always count the lag; then compare the group's last
@@ -176,8 +176,8 @@ pub fn backlog(con: &mut Connection, key: &str) -> redis::RedisResult<(u64, u64)
                 _ => {
                     let info: HashMap<String, redis::Value> =
                         redis::cmd("XINFO").arg("STREAM").arg(key).query(con)?;
-                    let last = crate::store::text(info.get("last-generated-id"));
-                    u64::from(crate::store::text(g.get("last-delivered-id")) != last)
+                    let last = seckill_core::reply::text(info.get("last-generated-id"));
+                    u64::from(seckill_core::reply::text(g.get("last-delivered-id")) != last)
                 }
             };
         }
@@ -220,7 +220,7 @@ pub fn record(con: &mut Connection, r: &Report) -> Result<(), ReconcileError> {
     let _: () = con.hset_multiple(
         verdict_key(&r.campaign),
         &[
-            ("at_ms", crate::now_ms().to_string()),
+            ("at_ms", seckill_core::now_ms().to_string()),
             ("violations", r.violations.len().to_string()),
             ("stores", r.stores.len().to_string()),
         ],
@@ -311,7 +311,7 @@ pub fn reconcile(
         hold_index,
         taken,
     };
-    Ok(judge(evidence, crate::now_ms()))
+    Ok(judge(evidence, seckill_core::now_ms()))
 }
 
 /// Judges what was read of one campaign at `now` (ms): the ledger's violations, and the

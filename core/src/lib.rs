@@ -1,0 +1,37 @@
+//! seckill's core: what every program shares, the data plane, the order worker, the
+//! console and the simulator alike. No server runtime here: the console and the
+//! simulator build on any platform.
+//!
+//! - [`campaign`]: the campaign model and its lifecycle;
+//! - [`keys`] and [`scripts`]: the Redis key schema, partition routing and the Lua;
+//! - [`control`]: the control plane (campaigns, limits) over a blocking [`connection`],
+//!   with [`blacklist`] and [`limits`]; [`reply`] reads Redis's answers;
+//! - [`clock`]: the sale's clock, Redis's;
+//! - [`ledger`]: the Redis side of the invariants;
+//! - [`auth`], [`pow`] and [`secrets`]: signed tokens, tickets and links, proof of
+//!   work, secret files and Redis credentials;
+//! - [`telemetry`]: each node's and worker's record of the last second, and the fleet
+//!   read from them; [`histo`]: latency histograms for the metrics;
+//! - [`backoff`]: the jittered waits between reconnection attempts.
+
+pub mod auth;
+pub mod backoff;
+pub mod blacklist;
+pub mod campaign;
+pub mod clock;
+pub mod connection;
+pub mod control;
+pub mod histo;
+pub mod keys;
+pub mod ledger;
+pub mod limits;
+pub mod pow;
+pub mod reply;
+pub mod scripts;
+pub mod secrets;
+pub mod telemetry;
+
+/// Milliseconds since the Unix epoch on the sale's clock (see [`clock`]).
+pub fn now_ms() -> i64 {
+    clock::now_ms()
+}

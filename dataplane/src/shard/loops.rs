@@ -1,0 +1,180 @@
+//! The tasks a shard runs beside its requests: measuring the clock and reading the
+//! control plane (on every poll, and at once when an announcement comes), shard 0's
+//! housekeeping, and the record of each second for the fleet's telemetry.
+
+use futures::future::{select, Either};
+use glommio::channels::local_channel::LocalReceiver;
+use glommio::timer::Timer;
+use std::pin::pin;
+use std::rc::Rc;
+use std::time::Duration;
+
+use super::Shard;
+use crate::backoff::Backoff;
+use crate::campaign::State;
+use crate::keys;
+use crate::store::{self, items, StoreError};
+use seckill_core::telemetry::{node_key, ShardRecord, FLEET, FORGET_MS, RECORD_TTL_S};
+
+/// Measures this machine's clock against Redis's (see [`crate::clock`]).
+async fn sample_clock(shard: &Shard) -> Result<(), StoreError> {
+    let (sent, sent_ms) = (std::time::Instant::now(), crate::clock::local_ms());
+    let t = items(shard.store.conn.query(&redis::cmd("TIME")).await?)?;
+    let (rtt, received_ms) = (sent.elapsed(), crate::clock::local_ms());
+    if let (Some(s), Some(us)) = (store::int(t.first()), store::int(t.get(1))) {
+        crate::clock::observe(
+            sent_ms,
+            crate::clock::redis_time_ms(s, us),
+            received_ms,
+            rtt,
+        );
+    }
+    Ok(())
+}
+
+pub(super) async fn sync_loop(shard: Rc<Shard>, wake: LocalReceiver<()>) {
+    let poll = Duration::from_millis(shard.settings.control.poll_ms);
+    loop {
+        if let Err(e) = sample_clock(&shard).await {
+            tracing::debug!(shard = shard.index, error = %e, "clock sample failed");
+        }
+        if let Err(e) = shard.sync().await {
+            tracing::debug!(shard = shard.index, error = %e, "control sync failed");
+        }
+        if let Either::Right((None, _)) = select(pin!(Timer::new(poll)), pin!(wake.recv())).await {
+            return;
+        }
+    }
+}
+
+/// Subscribes to control-plane announcements on a connection of its own and wakes the
+/// sync loop on each; polling covers the moments this connection is down.
+pub(super) async fn listen_for_changes(shard: Rc<Shard>) {
+    let s = &shard.settings;
+    let subscribe = redis::cmd("SUBSCRIBE").arg(keys::CONTROL_CHANNEL).clone();
+    let mut backoff = Backoff::new(
+        Duration::from_millis(10),
+        Duration::from_millis(s.redis_client.max_backoff_ms),
+    );
+    // On a cluster a message published on any node reaches every node's subscribers,
+    // so the first seed that answers will do.
+    for seed in s.redis.iter().cycle() {
+        if let Ok((stream, mut decoder)) =
+            store::connect(seed, &s.redis_client, std::slice::from_ref(&subscribe)).await
+        {
+            backoff.reset();
+            // Anything announced while we were away is picked up by the next sync.
+            let _ = shard.wake.try_send(());
+            let mut reader = tokio_util::compat::FuturesAsyncReadCompatExt::compat(stream);
+            while redis::parse_redis_value_async(&mut decoder, &mut reader)
+                .await
+                .is_ok()
+            {
+                let _ = shard.wake.try_send(());
+            }
+        }
+        Timer::new(backoff.wait()).await;
+    }
+}
+
+/// Shard 0's housekeeping: release holds nobody paid for in time, finish stranded
+/// transfers and even out stock. Every node runs it; all of it is safe to run twice.
+pub(super) async fn rebalance_loop(shard: Rc<Shard>) {
+    let every = Duration::from_millis(shard.settings.control.rebalance_ms);
+    loop {
+        Timer::new(every).await;
+        let stocked: Vec<(String, u32, State, bool)> = shard
+            .campaigns
+            .borrow()
+            .values()
+            .filter(|v| matches!(v.campaign.state, State::Live | State::Paused | State::Ended))
+            .map(|v| {
+                let c = &v.campaign;
+                (c.spec.id.clone(), c.spec.partitions, c.state, v.sold_out)
+            })
+            .collect();
+        for (id, partitions, state, sold_out) in stocked {
+            for p in 0..partitions {
+                match shard.store.release_expired(&id, p).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::info!(campaign = %id, partition = p, released = n, "released expired holds")
+                    }
+                    Err(e) => tracing::debug!(campaign = %id, error = %e, "release failed"),
+                }
+            }
+            if state == State::Live && !sold_out {
+                if let Err(e) = store::rebalance(&shard.store, &id, partitions).await {
+                    tracing::debug!(campaign = %id, error = %e, "rebalance failed");
+                }
+            }
+        }
+    }
+}
+
+/// Writes the shard's record once a second, through its own Redis connection.
+pub(super) async fn report_loop(shard: Rc<Shard>) {
+    let key = node_key(&shard.settings.node);
+    let member = format!("node:{}", shard.settings.node);
+    loop {
+        glommio::timer::Timer::new(Duration::from_secs(1)).await;
+        let (window, outcomes, routes) = shard.stats.borrow_mut().take();
+        let conn = &shard.store.conn;
+        let rtt = conn.take_round_trips();
+        {
+            use std::sync::atomic::Ordering::Relaxed;
+            let m = &shard.metrics;
+            m.redis_up.store(conn.is_up(), Relaxed);
+            m.breaker_open.store(conn.breaker_open(), Relaxed);
+            m.synced.store(shard.synced(), Relaxed);
+        }
+        let record = ShardRecord {
+            node: shard.settings.node.clone(),
+            shard: shard.index,
+            shards: shard.settings.shards,
+            started_ms: shard.settings.started_ms,
+            at_ms: crate::now_ms(),
+            window_ms: window.as_millis() as u64,
+            outcomes,
+            routes,
+            redis_p99_ms: crate::telemetry::ms(rtt.value_at_quantile(0.99)),
+            redis: if !conn.is_up() {
+                "down"
+            } else if conn.breaker_open() {
+                "breaker_open"
+            } else {
+                "up"
+            }
+            .into(),
+        };
+        let Ok(json) = serde_json::to_string(&record) else {
+            continue;
+        };
+        let now = record.at_ms;
+        // Fire and forget: with Redis away, the record simply goes stale.
+        let _ = conn
+            .query(
+                redis::cmd("HSET")
+                    .arg(&key)
+                    .arg(format!("shard:{}", shard.index))
+                    .arg(json),
+            )
+            .await;
+        let _ = conn
+            .query(redis::cmd("EXPIRE").arg(&key).arg(RECORD_TTL_S))
+            .await;
+        let _ = conn
+            .query(redis::cmd("ZADD").arg(FLEET).arg(now).arg(&member))
+            .await;
+        if shard.index == 0 {
+            let _ = conn
+                .query(
+                    redis::cmd("ZREMRANGEBYSCORE")
+                        .arg(FLEET)
+                        .arg("-inf")
+                        .arg(now - FORGET_MS),
+                )
+                .await;
+        }
+    }
+}

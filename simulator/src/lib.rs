@@ -5,7 +5,8 @@
 //! - [`engine`]: thread-per-core load with keep-alive pools per source address, latency
 //!   from the planned instant into HdrHistogram;
 //! - [`http`]: the lean HTTP/1.1 client the engine sends with;
-//! - [`run`]: sets up the sale, runs, reports who won, checks the ledger and thresholds;
+//! - [`run`]: sets up the sale, runs, checks the ledger and thresholds;
+//! - [`report`]: what a run found, who won, its summary and the metrics of `--fail-on`;
 //! - [`plot`]: the run over time as an SVG;
 //! - [`verdict`]: thresholds as conditions on the report (`--fail-on`);
 //! - [`burst`]: a simple closed-loop burst (the demo's);
@@ -17,6 +18,7 @@ pub mod flood;
 pub mod http;
 pub mod plan;
 pub mod plot;
+pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod verdict;

@@ -131,11 +131,6 @@ pub fn rate_at(s: &Scenario, t: f64) -> f64 {
     }
 }
 
-/// Distinct shopper addresses by default: a few shoppers share each, as behind home
-/// routers, and the connections they need stay well within the open-file limits of
-/// both ends.
-pub const SHOPPER_ADDRESSES: u32 = 4096;
-
 /// Shopper `user`'s address among `addresses` (at most 65,536: 127.1.0.0 and up).
 pub fn shopper_ip(user: usize, addresses: u32) -> Ipv4Addr {
     let n = user as u32 % addresses.clamp(1, 65_536);

@@ -1,6 +1,6 @@
 //! The run over time as an SVG: purchases answered per second, and their p50 and p99.
 
-use crate::run::Report;
+use crate::report::Report;
 
 const W: f64 = 720.0;
 const H: f64 = 220.0;
@@ -37,7 +37,7 @@ fn panel(title: &str, top: f64, y_max: f64, unit: &str) -> String {
 }
 
 pub fn svg(r: &Report) -> String {
-    let pts = |f: fn(&crate::run::Second) -> f64| -> Vec<(f64, f64)> {
+    let pts = |f: fn(&crate::report::Second) -> f64| -> Vec<(f64, f64)> {
         r.over_time
             .iter()
             .map(|s| (s.second as f64 + 0.5, f(s)))

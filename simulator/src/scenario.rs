@@ -79,8 +79,13 @@ pub struct Arrivals {
     pub ramp_s: f64,
 }
 
+/// Distinct shopper addresses by default: a few shoppers share each, as behind home
+/// routers, and the connections they need stay well within the open-file limits of
+/// both ends.
+pub const SHOPPER_ADDRESSES: u32 = 4096;
+
 fn default_addresses() -> u32 {
-    crate::plan::SHOPPER_ADDRESSES
+    SHOPPER_ADDRESSES
 }
 
 fn default_connections() -> usize {

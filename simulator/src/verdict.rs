@@ -2,8 +2,6 @@
 
 use anyhow::{bail, Context};
 
-use crate::run::Report;
-
 /// One condition: a metric, a comparison and a bound.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Condition {
@@ -90,51 +88,13 @@ pub fn parse(spec: &str) -> anyhow::Result<Vec<Condition>> {
         .collect()
 }
 
-fn value(r: &Report, metric: &str) -> f64 {
-    let l = &r.purchase_latency;
-    match metric {
-        "p50" => l.p50_ms,
-        "p90" => l.p90_ms,
-        "p99" => l.p99_ms,
-        "p999" => l.p999_ms,
-        "max" => l.max_ms,
-        "bot_wins" => r.units_to_bots as f64,
-        "oversell" => (r.ledger.held + r.ledger.sold - r.ledger.total).max(0) as f64,
-        "violations" => r
-            .reconciliation
-            .as_ref()
-            .map_or(&r.ledger.violations, |rec| &rec.violations)
-            .len() as f64,
-        "unanswered" => r.unanswered as f64,
-        "missing" => r.reconciliation.as_ref().map_or(0, |rec| rec.missing.len()) as f64,
-        "undelivered" => r
-            .reconciliation
-            .as_ref()
-            .map_or(0, |rec| rec.undelivered.len()) as f64,
-        "delivered_twice" => r
-            .reconciliation
-            .as_ref()
-            .map_or(0, |rec| rec.delivered_twice.len()) as f64,
-        "errors" => r
-            .outcomes
-            .values()
-            .flat_map(|o| o.iter())
-            .filter(|(o, _)| o.starts_with("error"))
-            .map(|(_, n)| *n as f64)
-            .sum(),
-        "retry_mismatches" => r.retry_mismatches as f64,
-        "sold_before_opening" => r.sold_before_opening as f64,
-        "achieved_ratio" => r.achieved_per_s / r.offered_per_s.max(f64::MIN_POSITIVE),
-        _ => f64::NAN,
-    }
-}
-
-/// The conditions the report breaks, each with the value it had.
-pub fn broken(r: &Report, conditions: &[Condition]) -> Vec<String> {
+/// The conditions broken by the values `value` gives each metric, each with the value it
+/// had.
+pub fn broken(conditions: &[Condition], value: impl Fn(&str) -> f64) -> Vec<String> {
     conditions
         .iter()
         .filter_map(|c| {
-            let v = value(r, &c.metric);
+            let v = value(&c.metric);
             let holds = match c.op {
                 Op::Lt => v < c.bound,
                 Op::Le => v <= c.bound,

@@ -120,7 +120,7 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
     };
     let (code, body) = buy(&issue_token(&shop, "alice", now + 600_000));
     assert_eq!(code, 200, "{body}");
-    // The README's example of a shop's backend, in Python, signs tokens the node takes.
+    // The API guide's example of a shop's backend, in Python, signs tokens the node takes.
     let out = Command::new("python3")
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),

@@ -11,7 +11,8 @@
 //! - [`store`]: the shard's pipelined Redis connection, the one-script purchase on the
 //!   user's partition, and the crash-safe transfers between partitions.
 //!
-//! Beside the hot path: [`metrics`] (what the admin listener exports), [`telemetry`]
+//! Beside the hot path: [`answer`] (the endpoints and outcomes answers are counted by),
+//! [`metrics`] (what the admin listener exports), [`telemetry`]
 //! (the shard's record of its last second) and [`config`].
 //!
 //! What every program shares (campaigns, keys and scripts, the control plane, the
@@ -19,6 +20,7 @@
 //! are in `seckill-orders`. Both are re-exported here under their old names, for the
 //! command line and the tests.
 
+pub mod answer;
 pub mod config;
 pub mod guard;
 mod http;

@@ -3,118 +3,13 @@
 //! writers), which the admin listener sums over the shards when scraped. The in-process
 //! order worker has its [`WorkerMetrics`] the same way.
 
+use crate::answer::{Endpoint, Outcome};
 use seckill_core::histo::{Histo, BUCKETS};
 pub use seckill_orders::metrics::WorkerMetrics;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Route names, as `Route::name` gives them, and `other` for paths that are no route.
-pub const ROUTES: [&str; 14] = [
-    "time",
-    "session",
-    "campaigns",
-    "campaign",
-    "purchase",
-    "challenge",
-    "ticket",
-    "order",
-    "pay",
-    "download",
-    "events",
-    "page",
-    "asset",
-    "other",
-];
-
-/// Outcomes: `ok`, then every error code an answer can carry, and `other`.
-pub const OUTCOMES: [&str; 29] = [
-    "ok",
-    "bad_request",
-    "headers_too_large",
-    "payload_too_large",
-    "timeout",
-    "unauthenticated",
-    "not_found",
-    "unknown_campaign",
-    "method_not_allowed",
-    "sold_out",
-    "not_enough_stock",
-    "limit_reached",
-    "paused",
-    "not_started",
-    "ended",
-    "expired",
-    "link_invalid",
-    "link_expired",
-    "unavailable",
-    "busy",
-    "rate_limited",
-    "blocked",
-    "ticket_invalid",
-    "challenge_invalid",
-    "tickets_exhausted",
-    "no_tickets",
-    "too_many_streams",
-    "starting",
-    "other",
-];
-
-/// `ROUTES` position of a route name (a jump on the name, not a search).
-pub fn route_index(name: &str) -> usize {
-    match name {
-        "time" => 0,
-        "session" => 1,
-        "campaigns" => 2,
-        "campaign" => 3,
-        "purchase" => 4,
-        "challenge" => 5,
-        "ticket" => 6,
-        "order" => 7,
-        "pay" => 8,
-        "download" => 9,
-        "events" => 10,
-        "page" => 11,
-        "asset" => 12,
-        _ => 13,
-    }
-}
-
-/// `OUTCOMES` position of an outcome.
-pub fn outcome_index(code: &str) -> usize {
-    match code {
-        "ok" => 0,
-        "bad_request" => 1,
-        "headers_too_large" => 2,
-        "payload_too_large" => 3,
-        "timeout" => 4,
-        "unauthenticated" => 5,
-        "not_found" => 6,
-        "unknown_campaign" => 7,
-        "method_not_allowed" => 8,
-        "sold_out" => 9,
-        "not_enough_stock" => 10,
-        "limit_reached" => 11,
-        "paused" => 12,
-        "not_started" => 13,
-        "ended" => 14,
-        "expired" => 15,
-        "link_invalid" => 16,
-        "link_expired" => 17,
-        "unavailable" => 18,
-        "busy" => 19,
-        "rate_limited" => 20,
-        "blocked" => 21,
-        "ticket_invalid" => 22,
-        "challenge_invalid" => 23,
-        "tickets_exhausted" => 24,
-        "no_tickets" => 25,
-        "too_many_streams" => 26,
-        "starting" => 27,
-        _ => 28,
-    }
-}
 
 /// What one shard counted since the node started.
 pub struct ShardMetrics {
@@ -131,10 +26,10 @@ pub struct ShardMetrics {
 impl Default for ShardMetrics {
     fn default() -> Self {
         ShardMetrics {
-            requests: (0..ROUTES.len() * OUTCOMES.len())
+            requests: (0..Endpoint::ALL.len() * Outcome::ALL.len())
                 .map(|_| AtomicU64::new(0))
                 .collect(),
-            latency: (0..ROUTES.len()).map(|_| Histo::default()).collect(),
+            latency: (0..Endpoint::ALL.len()).map(|_| Histo::default()).collect(),
             redis: Histo::default(),
             redis_up: AtomicBool::new(false),
             breaker_open: AtomicBool::new(false),
@@ -144,10 +39,10 @@ impl Default for ShardMetrics {
 }
 
 impl ShardMetrics {
-    /// Counts one answer: route and outcome by their `ROUTES` and `OUTCOMES` positions.
-    pub fn request(&self, r: usize, o: usize, took: Duration) {
-        self.requests[r * OUTCOMES.len() + o].fetch_add(1, Relaxed);
-        self.latency[r].observe(took);
+    /// Counts one answer.
+    pub fn request(&self, route: Endpoint, outcome: Outcome, took: Duration) {
+        self.requests[route.index() * Outcome::ALL.len() + outcome.index()].fetch_add(1, Relaxed);
+        self.latency[route.index()].observe(took);
     }
 
     pub fn redis_round_trip(&self, took: Duration) {
@@ -299,19 +194,23 @@ pub fn render(m: &Metrics, campaigns: &[CampaignGauges]) -> String {
         "counter",
         "Answers by route and outcome (ok, or the error code of the JSON body).",
     );
-    let mut by_outcome = [0u64; OUTCOMES.len()];
-    for (r, route) in ROUTES.iter().enumerate() {
-        for (o, outcome) in OUTCOMES.iter().enumerate() {
+    let mut by_outcome = [0u64; Outcome::ALL.len()];
+    for route in Endpoint::ALL {
+        for outcome in Outcome::ALL {
             let n: u64 = m
                 .shards
                 .iter()
-                .map(|s| s.requests[r * OUTCOMES.len() + o].load(Relaxed))
+                .map(|s| {
+                    s.requests[route.index() * Outcome::ALL.len() + outcome.index()].load(Relaxed)
+                })
                 .sum();
-            by_outcome[o] += n;
+            by_outcome[outcome.index()] += n;
             if n > 0 {
                 let _ = writeln!(
                     out,
-                    "seckill_http_requests_total{{route=\"{route}\",outcome=\"{outcome}\"}} {n}"
+                    "seckill_http_requests_total{{route=\"{}\",outcome=\"{}\"}} {n}",
+                    route.name(),
+                    outcome.code()
                 );
             }
         }
@@ -319,22 +218,22 @@ pub fn render(m: &Metrics, campaigns: &[CampaignGauges]) -> String {
     for (name, outcome, help) in [
         (
             "seckill_rate_limited_total",
-            "rate_limited",
+            Outcome::RateLimited,
             "Requests refused by a per-IP or per-user rate limit.",
         ),
         (
             "seckill_blocked_total",
-            "blocked",
+            Outcome::Blocked,
             "Requests refused because the client or user is blacklisted.",
         ),
         (
             "seckill_busy_total",
-            "busy",
+            Outcome::Busy,
             "Requests refused as busy: over a campaign's admission limit, or a shard's event streams full.",
         ),
     ] {
         header(&mut out, name, "counter", help);
-        let _ = writeln!(out, "{name} {}", by_outcome[outcome_index(outcome)]);
+        let _ = writeln!(out, "{name} {}", by_outcome[outcome.index()]);
     }
 
     header(
@@ -343,17 +242,17 @@ pub fn render(m: &Metrics, campaigns: &[CampaignGauges]) -> String {
         "histogram",
         "Time from a request's arrival to its answer, by route.",
     );
-    for (r, route) in ROUTES.iter().enumerate() {
+    for route in Endpoint::ALL {
         let mut counts = [0u64; BUCKETS.len() + 1];
         let mut sum = 0;
         for s in &m.shards {
-            s.latency[r].add_to(&mut counts, &mut sum);
+            s.latency[route.index()].add_to(&mut counts, &mut sum);
         }
         if counts.iter().any(|c| *c > 0) {
             histogram(
                 &mut out,
                 "seckill_http_request_duration_seconds",
-                &format!("route=\"{route}\""),
+                &format!("route=\"{}\"", route.name()),
                 &counts,
                 sum,
             );
@@ -539,27 +438,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_index_jumps_agree_with_the_name_tables() {
-        for (i, r) in ROUTES.iter().enumerate() {
-            assert_eq!(route_index(r), i, "{r}");
-        }
-        for (i, o) in OUTCOMES.iter().enumerate() {
-            assert_eq!(outcome_index(o), i, "{o}");
-        }
-        assert_eq!(route_index("nowhere"), ROUTES.len() - 1);
-        assert_eq!(outcome_index("weird"), OUTCOMES.len() - 1);
-    }
-
-    #[test]
     fn counts_from_every_shard_add_up_in_the_exposition() {
         let m = Metrics::new("n1", 1_700_000_000_000, 2, true);
-        let req = |s: usize, r: &str, o: &str, took| {
-            m.shards[s].request(route_index(r), outcome_index(o), took)
-        };
-        req(0, "purchase", "ok", Duration::from_micros(300));
-        req(1, "purchase", "ok", Duration::from_millis(3));
-        req(1, "purchase", "rate_limited", Duration::from_micros(50));
-        req(0, "nowhere", "weird", Duration::from_micros(50));
+        let req = |s: usize, r, o, took| m.shards[s].request(r, o, took);
+        req(
+            0,
+            Endpoint::Purchase,
+            Outcome::Ok,
+            Duration::from_micros(300),
+        );
+        req(1, Endpoint::Purchase, Outcome::Ok, Duration::from_millis(3));
+        req(
+            1,
+            Endpoint::Purchase,
+            Outcome::RateLimited,
+            Duration::from_micros(50),
+        );
+        req(
+            0,
+            Endpoint::Other,
+            Outcome::NotFound,
+            Duration::from_micros(50),
+        );
         if let Some(w) = &m.worker {
             w.delivered_after(Duration::from_millis(20));
         }
@@ -578,7 +478,7 @@ mod tests {
         for line in [
             "seckill_http_requests_total{route=\"purchase\",outcome=\"ok\"} 2",
             "seckill_http_requests_total{route=\"purchase\",outcome=\"rate_limited\"} 1",
-            "seckill_http_requests_total{route=\"other\",outcome=\"other\"} 1",
+            "seckill_http_requests_total{route=\"other\",outcome=\"not_found\"} 1",
             "seckill_rate_limited_total 1",
             "seckill_http_request_duration_seconds_bucket{route=\"purchase\",le=\"0.0001\"} 1",
             "seckill_http_request_duration_seconds_bucket{route=\"purchase\",le=\"0.0005\"} 2",

@@ -5,14 +5,14 @@ use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::metrics::{OUTCOMES, ROUTES};
+use crate::answer::{Endpoint, Outcome};
 use seckill_core::telemetry::RouteStats;
 
 /// A shard's counters for the current window.
 pub struct Window {
     started: Instant,
-    outcomes: [u64; OUTCOMES.len()],
-    routes: [Option<Histogram<u64>>; ROUTES.len()],
+    outcomes: [u64; Outcome::ALL.len()],
+    routes: [Option<Histogram<u64>>; Endpoint::ALL.len()],
 }
 
 fn histogram() -> Histogram<u64> {
@@ -27,22 +27,21 @@ impl Default for Window {
     fn default() -> Self {
         Window {
             started: Instant::now(),
-            outcomes: [0; OUTCOMES.len()],
+            outcomes: [0; Outcome::ALL.len()],
             routes: std::array::from_fn(|_| None),
         }
     }
 }
 
 impl Window {
-    /// Counts one answer: route and outcome by their `ROUTES` and `OUTCOMES` positions.
-    pub fn record(&mut self, route: usize, outcome: usize, took: Duration) {
-        if let Some(n) = self.outcomes.get_mut(outcome) {
-            *n += 1;
-        }
+    /// Counts one answer.
+    pub fn record(&mut self, route: Endpoint, outcome: Outcome, took: Duration) {
+        self.outcomes[outcome.index()] += 1;
         let us = (took.as_micros() as u64).clamp(1, 60_000_000);
-        if let Some(h) = self.routes.get_mut(route) {
-            h.get_or_insert_with(histogram).record(us).ok();
-        }
+        self.routes[route.index()]
+            .get_or_insert_with(histogram)
+            .record(us)
+            .ok();
     }
 
     /// The window as a record, and a fresh window in its place.
@@ -54,14 +53,15 @@ impl Window {
         BTreeMap<String, RouteStats>,
     ) {
         let w = std::mem::take(self);
-        let outcomes = OUTCOMES
+        let outcomes = Outcome::ALL
             .iter()
             .zip(w.outcomes)
             .filter(|(_, n)| *n > 0)
-            .map(|(k, n)| (k.to_string(), n))
+            .map(|(k, n)| (k.code().to_string(), n))
             .collect();
-        let routes = ROUTES
+        let routes = Endpoint::ALL
             .iter()
+            .map(|e| e.name())
             .zip(w.routes)
             .filter_map(|(k, h)| h.map(|h| (k, h)))
             .map(|(k, h)| {

@@ -24,6 +24,7 @@ use std::pin::pin;
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::answer::{Endpoint, Outcome};
 use crate::shard::Shard;
 use crate::{auth, guard};
 use reply::Reply;
@@ -146,8 +147,10 @@ fn open_events(
     let opened = checked
         .and_then(|()| starting(shard))
         .and_then(|()| routes::events::open(shard.clone(), id, ip));
-    let outcome = opened.as_ref().map_or_else(|e| e.code(), |_| "ok");
-    shard.answered("events", outcome, start.elapsed());
+    let outcome = opened
+        .as_ref()
+        .map_or_else(ApiError::outcome, |_| Outcome::Ok);
+    shard.answered(Endpoint::Events, outcome, start.elapsed());
     match opened {
         Ok(r) => r.map(http_body_util::Either::Right),
         Err(e) => refusal(shard, ip, e).map(http_body_util::Either::Left),
@@ -183,30 +186,27 @@ async fn answer(shard: &Shard, req: Request<Incoming>, peer: IpAddr) -> Reply {
     let (ip, checked) = admit_ip(shard, &req, peer, start);
     let (name, result) = match checked {
         Ok(()) => dispatch(shard, req).await,
-        Err(refused) => ("other", Err(refused)),
+        Err(refused) => (Endpoint::Other, Err(refused)),
     };
     let outcome = match &result {
-        Ok(_) => "ok",
-        Err(e) => e.code(),
+        Ok(_) => Outcome::Ok,
+        Err(e) => e.outcome(),
     };
     shard.answered(name, outcome, start.elapsed());
     result.unwrap_or_else(|e| refusal(shard, ip, e))
 }
 
-/// Answers a request; the route's name comes along for telemetry (`other` for a path
-/// that is no route).
-async fn dispatch(
-    shard: &Shard,
-    req: Request<Incoming>,
-) -> (&'static str, Result<Reply, ApiError>) {
+/// Answers a request; its endpoint comes along for telemetry (`Other` for a path that is
+/// no route).
+async fn dispatch(shard: &Shard, req: Request<Incoming>) -> (Endpoint, Result<Reply, ApiError>) {
     let path = req.uri().path().to_string();
     let route = match Route::of(req.method(), &path) {
         Ok(r) => r,
-        Err(e) => return ("other", Err(e)),
+        Err(e) => return (Endpoint::Other, Err(e)),
     };
     if route.reads_campaigns() {
         if let Err(e) = starting(shard) {
-            return (route.name(), Err(e));
+            return (route.endpoint(), Err(e));
         }
     }
     let answer = match route {
@@ -225,7 +225,7 @@ async fn dispatch(
         // Streams are opened in `respond`, which owns the shard's handle they keep.
         Route::Events(_) => Err(ApiError::NotFound),
     };
-    (route.name(), answer)
+    (route.endpoint(), answer)
 }
 
 /// Refuses, until the shard has read the campaigns, what would otherwise be answered

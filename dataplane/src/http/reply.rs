@@ -6,6 +6,8 @@ use http_body_util::Full;
 use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{Response, StatusCode};
 use serde::Serialize;
+
+use crate::answer::Outcome;
 use serde_json::json;
 
 pub type Reply = Response<Full<Bytes>>;
@@ -100,61 +102,46 @@ impl From<crate::guard::Refusal> for ApiError {
 }
 
 impl ApiError {
-    pub fn status(&self) -> StatusCode {
+    /// The outcome the metrics count this refusal as; its status and code come with it.
+    pub fn outcome(&self) -> Outcome {
         use ApiError::*;
         match self {
-            BadRequest(_) => StatusCode::BAD_REQUEST,
-            HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            Timeout => StatusCode::REQUEST_TIMEOUT,
-            Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-            NotFound | UnknownCampaign => StatusCode::NOT_FOUND,
-            MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            SoldOut | NotEnough { .. } | LimitReached | Paused => StatusCode::CONFLICT,
-            NotStarted { .. } => StatusCode::TOO_EARLY,
-            Ended | Expired | LinkExpired => StatusCode::GONE,
-            LinkInvalid => StatusCode::FORBIDDEN,
-            Unavailable | Starting | Busy { .. } | StreamsFull { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            RateLimited { .. } | TooManyStreams { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Blocked | TicketInvalid | ChallengeInvalid => StatusCode::FORBIDDEN,
-            TicketsExhausted => StatusCode::CONFLICT,
-            NoTickets => StatusCode::NOT_FOUND,
+            BadRequest(_) => Outcome::BadRequest,
+            HeadersTooLarge => Outcome::HeadersTooLarge,
+            PayloadTooLarge => Outcome::PayloadTooLarge,
+            Timeout => Outcome::Timeout,
+            Unauthenticated(_) => Outcome::Unauthenticated,
+            NotFound => Outcome::NotFound,
+            UnknownCampaign => Outcome::UnknownCampaign,
+            MethodNotAllowed => Outcome::MethodNotAllowed,
+            SoldOut => Outcome::SoldOut,
+            NotEnough { .. } => Outcome::NotEnoughStock,
+            LimitReached => Outcome::LimitReached,
+            Paused => Outcome::Paused,
+            NotStarted { .. } => Outcome::NotStarted,
+            Ended => Outcome::Ended,
+            Expired => Outcome::Expired,
+            LinkInvalid => Outcome::LinkInvalid,
+            LinkExpired => Outcome::LinkExpired,
+            Unavailable => Outcome::Unavailable,
+            Starting => Outcome::Starting,
+            Busy { .. } | StreamsFull { .. } => Outcome::Busy,
+            RateLimited { .. } => Outcome::RateLimited,
+            TooManyStreams { .. } => Outcome::TooManyStreams,
+            Blocked => Outcome::Blocked,
+            TicketInvalid => Outcome::TicketInvalid,
+            ChallengeInvalid => Outcome::ChallengeInvalid,
+            TicketsExhausted => Outcome::TicketsExhausted,
+            NoTickets => Outcome::NoTickets,
         }
     }
 
+    pub fn status(&self) -> StatusCode {
+        self.outcome().status()
+    }
+
     pub fn code(&self) -> &'static str {
-        use ApiError::*;
-        match self {
-            BadRequest(_) => "bad_request",
-            HeadersTooLarge => "headers_too_large",
-            PayloadTooLarge => "payload_too_large",
-            Timeout => "timeout",
-            Unauthenticated(_) => "unauthenticated",
-            NotFound => "not_found",
-            UnknownCampaign => "unknown_campaign",
-            MethodNotAllowed => "method_not_allowed",
-            SoldOut => "sold_out",
-            NotEnough { .. } => "not_enough_stock",
-            LimitReached => "limit_reached",
-            Paused => "paused",
-            NotStarted { .. } => "not_started",
-            Ended => "ended",
-            Expired => "expired",
-            LinkInvalid => "link_invalid",
-            LinkExpired => "link_expired",
-            Unavailable => "unavailable",
-            Starting => "starting",
-            Busy { .. } | StreamsFull { .. } => "busy",
-            RateLimited { .. } => "rate_limited",
-            TooManyStreams { .. } => "too_many_streams",
-            Blocked => "blocked",
-            TicketInvalid => "ticket_invalid",
-            ChallengeInvalid => "challenge_invalid",
-            TicketsExhausted => "tickets_exhausted",
-            NoTickets => "no_tickets",
-        }
+        self.outcome().code()
     }
 
     fn message(&self) -> String {

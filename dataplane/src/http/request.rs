@@ -6,6 +6,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::ApiError;
+use crate::answer::Endpoint;
 
 /// Every route of the shopper API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,22 +29,22 @@ pub enum Route<'a> {
 }
 
 impl<'a> Route<'a> {
-    /// The route's name in telemetry.
-    pub fn name(&self) -> &'static str {
+    /// The endpoint the metrics and the telemetry count the route's answers under.
+    pub fn endpoint(&self) -> Endpoint {
         match self {
-            Route::Time => "time",
-            Route::Session => "session",
-            Route::Campaigns => "campaigns",
-            Route::Campaign(_) => "campaign",
-            Route::Purchase(_) => "purchase",
-            Route::Challenge(_) => "challenge",
-            Route::Ticket(_) => "ticket",
-            Route::Order(_) => "order",
-            Route::Pay(_) => "pay",
-            Route::Download(_) => "download",
-            Route::Events(_) => "events",
-            Route::Page(_) => "page",
-            Route::Asset(_) => "asset",
+            Route::Time => Endpoint::Time,
+            Route::Session => Endpoint::Session,
+            Route::Campaigns => Endpoint::Campaigns,
+            Route::Campaign(_) => Endpoint::Campaign,
+            Route::Purchase(_) => Endpoint::Purchase,
+            Route::Challenge(_) => Endpoint::Challenge,
+            Route::Ticket(_) => Endpoint::Ticket,
+            Route::Order(_) => Endpoint::Order,
+            Route::Pay(_) => Endpoint::Pay,
+            Route::Download(_) => Endpoint::Download,
+            Route::Events(_) => Endpoint::Events,
+            Route::Page(_) => Endpoint::Page,
+            Route::Asset(_) => Endpoint::Asset,
         }
     }
 

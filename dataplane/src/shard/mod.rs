@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::answer::{Endpoint, Outcome};
 use crate::campaign::{Campaign, State};
 use crate::config::Settings;
 use crate::guard::{blacklist, Guard};
@@ -211,13 +212,9 @@ impl Shard {
     }
 
     /// Counts an answer for the telemetry and the metrics.
-    pub fn answered(&self, route: &'static str, outcome: &'static str, took: std::time::Duration) {
-        let (r, o) = (
-            crate::metrics::route_index(route),
-            crate::metrics::outcome_index(outcome),
-        );
-        self.stats.borrow_mut().record(r, o, took);
-        self.metrics.request(r, o, took);
+    pub fn answered(&self, route: Endpoint, outcome: Outcome, took: std::time::Duration) {
+        self.stats.borrow_mut().record(route, outcome, took);
+        self.metrics.request(route, outcome, took);
     }
 
     /// Reads one campaign without cloning it.

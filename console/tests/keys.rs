@@ -137,7 +137,7 @@ fn limits_and_the_blacklist_change_from_keys() {
     c.press(KeyCode::Char('l'));
     c.type_line("ip_rate=7 user_burst=3");
     let limits: std::collections::HashMap<String, String> =
-        con.hgetall(seckill_core::control::LIMITS).expect("limits");
+        con.hgetall(seckill_core::keys::LIMITS).expect("limits");
     assert_eq!(limits.get("ip_rate").map(String::as_str), Some("7"));
     assert_eq!(limits.get("user_burst").map(String::as_str), Some("3"));
 
@@ -153,7 +153,7 @@ fn limits_and_the_blacklist_change_from_keys() {
     c.press(KeyCode::Char('L'));
     c.press(KeyCode::Char('y'));
     let limits: std::collections::HashMap<String, String> =
-        con.hgetall(seckill_core::control::LIMITS).expect("limits");
+        con.hgetall(seckill_core::keys::LIMITS).expect("limits");
     assert!(limits.is_empty());
 
     c.press(KeyCode::Char('b'));

@@ -9,9 +9,7 @@ use std::net::IpAddr;
 use std::time::Instant;
 
 use crate::control::ControlError;
-
-pub const KEY: &str = "sk:blacklist";
-pub const VERSION: &str = "sk:blacklist:version";
+use crate::{keys, protocol};
 
 pub fn user_key(user: &str) -> String {
     format!("user:{user}")
@@ -91,29 +89,29 @@ impl Local {
     }
 }
 
-fn changed(con: &mut Connection) -> Result<(), ControlError> {
-    let _: i64 = con.incr(VERSION, 1)?;
-    let _: i64 = con.publish(crate::keys::CONTROL_CHANNEL, "blacklist")?;
-    Ok(())
-}
-
 /// Blocks an entry for `ttl_s` seconds.
 pub fn add(con: &mut Connection, entry: &str, ttl_s: u64) -> Result<i64, ControlError> {
     let expires = crate::now_ms() + (ttl_s.min(10 * 365 * 86_400) as i64) * 1000;
-    let _: i64 = con.zadd(KEY, entry, expires)?;
-    changed(con)?;
+    for cmd in protocol::block(entry, expires) {
+        let _: redis::Value = cmd.query(con)?;
+    }
     Ok(expires)
 }
 
 pub fn remove(con: &mut Connection, entry: &str) -> Result<bool, ControlError> {
-    let n: i64 = con.zrem(KEY, entry)?;
-    changed(con)?;
+    let n: i64 = con.zrem(keys::BLACKLIST, entry)?;
+    for cmd in protocol::blacklist_changed() {
+        let _: redis::Value = cmd.query(con)?;
+    }
     Ok(n > 0)
 }
 
 /// Entries not expired yet, with their expiry (ms); expired ones are dropped on the way.
 pub fn list(con: &mut Connection) -> Result<Vec<(String, i64)>, ControlError> {
     let now = crate::now_ms();
-    let _: i64 = con.zrembyscore(KEY, "-inf", now)?;
-    Ok(con.zrangebyscore_withscores(KEY, now, "+inf")?)
+    let _: i64 = con.zrembyscore(keys::BLACKLIST, "-inf", now)?;
+    let v: redis::Value = protocol::blacklist(now).query(con)?;
+    let mut entries: Vec<(String, i64)> = protocol::read_blacklist(&v).into_iter().collect();
+    entries.sort_by_key(|(_, until)| *until);
+    Ok(entries)
 }

@@ -65,11 +65,15 @@ pub fn sync(con: &mut impl redis::ConnectionLike) {
     let mut best: Option<(Duration, i64)> = None;
     for _ in 0..3 {
         let (sent, sent_ms) = (std::time::Instant::now(), local_ms());
-        let Ok((s, us)) = redis::cmd("TIME").query::<(i64, i64)>(con) else {
+        let Some(redis_ms) = crate::protocol::time()
+            .query::<redis::Value>(con)
+            .ok()
+            .and_then(|v| crate::protocol::read_time(&v))
+        else {
             return;
         };
         let (rtt, received_ms) = (sent.elapsed(), local_ms());
-        if let Some(o) = sample(sent_ms, redis_time_ms(s, us), received_ms, rtt) {
+        if let Some(o) = sample(sent_ms, redis_ms, received_ms, rtt) {
             if best.is_none_or(|(r, _)| rtt < r) {
                 best = Some((rtt, o));
             }
@@ -92,11 +96,6 @@ fn judge(offset: Option<i64>, max_skew_ms: u64) -> Result<(), String> {
         )),
         _ => Ok(()),
     }
-}
-
-/// Redis's `TIME` reply, `[seconds, microseconds]`, in ms.
-pub fn redis_time_ms(seconds: i64, micros: i64) -> i64 {
-    seconds * 1000 + micros / 1000
 }
 
 #[cfg(test)]

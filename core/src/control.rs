@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use crate::campaign::{Action, Campaign, CampaignSpec, SpecError, State};
 use crate::keys::{self, CodeKeys, PartitionKeys, TicketKeys};
-use crate::scripts;
+use crate::{protocol, scripts};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -48,8 +48,9 @@ pub fn connect(url: &str) -> Result<Connection> {
 
 /// Announces a change to every node.
 fn changed(con: &mut Connection, id: &str) -> Result<()> {
-    let _: i64 = con.incr(keys::CONTROL_VERSION, 1)?;
-    let _: i64 = con.publish(keys::CONTROL_CHANNEL, id)?;
+    for cmd in protocol::announce(id) {
+        let _: redis::Value = cmd.query(con)?;
+    }
     Ok(())
 }
 
@@ -67,15 +68,16 @@ pub fn create(con: &mut Connection, spec: CampaignSpec) -> Result<Campaign> {
 }
 
 pub fn get(con: &mut Connection, id: &str) -> Result<Campaign> {
-    let h: HashMap<String, String> = con.hgetall(keys::campaign(id))?;
-    if h.is_empty() {
+    let v: redis::Value = protocol::campaign(id).query(con)?;
+    if protocol::read_fields(&v).is_empty() {
         return Err(ControlError::NotFound(id.to_string()));
     }
-    Campaign::from_fields(&h).ok_or_else(|| ControlError::Damaged(id.to_string()))
+    protocol::read_campaign(&v).ok_or_else(|| ControlError::Damaged(id.to_string()))
 }
 
 pub fn list(con: &mut Connection) -> Result<Vec<Campaign>> {
-    let mut ids: Vec<String> = con.smembers(keys::CAMPAIGNS)?;
+    let v: redis::Value = protocol::campaign_ids().query(con)?;
+    let mut ids = protocol::read_strings(&v);
     ids.sort();
     ids.iter().map(|id| get(con, id)).collect()
 }
@@ -244,39 +246,28 @@ pub fn act(con: &mut Connection, id: &str, action: Action) -> Result<Campaign> {
     Ok(c)
 }
 
-/// Hash of limit overrides every node applies on top of its configured limits.
-pub const LIMITS: &str = "sk:limits";
-
 /// Overrides limits on every node (field = value, as in `[limits]`), within a second.
 pub fn set_limits(con: &mut Connection, pairs: &[(String, String)]) -> Result<()> {
     let mut check = crate::limits::Limits::default();
     for (k, v) in pairs {
         check.set(k, v).map_err(ControlError::Limits)?;
     }
-    let _: () = con.hset_multiple(LIMITS, pairs)?;
+    let _: () = con.hset_multiple(keys::LIMITS, pairs)?;
     changed(con, "limits")
 }
 
 /// Drops every override: nodes go back to their configured limits.
 pub fn reset_limits(con: &mut Connection) -> Result<()> {
-    let _: () = con.del(LIMITS)?;
+    let _: () = con.del(keys::LIMITS)?;
     changed(con, "limits")
 }
 
 pub fn limit_overrides(con: &mut Connection) -> Result<HashMap<String, String>> {
-    Ok(con.hgetall(LIMITS)?)
+    let v: redis::Value = protocol::limits().query(con)?;
+    Ok(protocol::read_fields(&v))
 }
 
-/// The stock counters of one partition.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct PartitionStock {
-    pub partition: u32,
-    pub initial: i64,
-    pub stock: i64,
-    pub held: i64,
-    pub sold: i64,
-    pub transit: i64,
-}
+pub use crate::protocol::PartitionStock;
 
 /// Every partition's counters, read in one transaction: a consistent picture even while
 /// purchases and transfers run.
@@ -284,24 +275,12 @@ pub fn partitions(con: &mut Connection, c: &Campaign) -> Result<Vec<PartitionSto
     let mut pipe = redis::pipe();
     pipe.atomic();
     for p in 0..c.spec.partitions {
-        pipe.cmd("HMGET")
-            .arg(PartitionKeys::new(&c.spec.id, p).part())
-            .arg(&["initial", "stock", "held", "sold", "transit"]);
+        pipe.add_command(protocol::partition_stock(&c.spec.id, p));
     }
-    let rows: Vec<Vec<Option<i64>>> = con.pipeline(&pipe)?;
+    let rows: Vec<redis::Value> = con.pipeline(&pipe)?;
     Ok(rows
-        .into_iter()
+        .iter()
         .enumerate()
-        .map(|(p, v)| {
-            let f = |i: usize| v.get(i).copied().flatten().unwrap_or(0);
-            PartitionStock {
-                partition: p as u32,
-                initial: f(0),
-                stock: f(1),
-                held: f(2),
-                sold: f(3),
-                transit: f(4),
-            }
-        })
+        .map(|(p, v)| protocol::read_partition_stock(p as u32, v))
         .collect())
 }

@@ -12,6 +12,30 @@ pub const CONTROL_VERSION: &str = "sk:control:version";
 /// Pub/sub channel announcing control-plane changes.
 pub const CONTROL_CHANNEL: &str = "sk:control";
 
+/// Hash of limit overrides every node applies on top of its configured limits.
+pub const LIMITS: &str = "sk:limits";
+/// Sorted set of blacklist entries (`user:<id>`, `ip:<address>`) by expiry (ms).
+pub const BLACKLIST: &str = "sk:blacklist";
+/// Counter bumped on every change of the blacklist; shards reload when it moves.
+pub const BLACKLIST_VERSION: &str = "sk:blacklist:version";
+/// Sorted set of `node:<name>` and `worker:<name>` by when they last reported (ms).
+pub const FLEET: &str = "sk:fleet";
+
+/// Hash: `shard:<i>` → that shard's record of its last second (JSON), expiring.
+pub fn node(name: &str) -> String {
+    format!("{PREFIX}:node:{name}")
+}
+
+/// String: an order worker's record of its last second (JSON), expiring.
+pub fn worker(name: &str) -> String {
+    format!("{PREFIX}:worker:{name}")
+}
+
+/// Hash: a campaign's last reconciliation, when and how many violations.
+pub fn verdict(campaign: &str) -> String {
+    format!("{PREFIX}:reconcile:{campaign}")
+}
+
 /// Consumer group of the order workers on every partition's event stream.
 pub const WORKER_GROUP: &str = "workers";
 

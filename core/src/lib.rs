@@ -2,10 +2,13 @@
 //! console and the simulator alike. No server runtime here: the console and the
 //! simulator build on any platform.
 //!
+//! - [`api`]: the shopper API's requests and answers, and its OpenAPI description;
 //! - [`campaign`]: the campaign model and its lifecycle;
 //! - [`keys`] and [`scripts`]: the Redis key schema, partition routing and the Lua;
+//! - [`protocol`]: the control plane's commands and the readers of their replies, which
+//!   the blocking clients and the shards both send; [`reply`] reads Redis's answers;
 //! - [`control`]: the control plane (campaigns, limits) over a blocking [`connection`],
-//!   with [`blacklist`] and [`limits`]; [`reply`] reads Redis's answers;
+//!   with [`blacklist`] and [`limits`];
 //! - [`clock`]: the sale's clock, Redis's;
 //! - [`ledger`]: the Redis side of the invariants;
 //! - [`auth`], [`pow`] and [`secrets`]: signed tokens, tickets and links, proof of
@@ -14,6 +17,7 @@
 //!   read from them; [`histo`]: latency histograms for the metrics;
 //! - [`backoff`]: the jittered waits between reconnection attempts.
 
+pub mod api;
 pub mod auth;
 pub mod backoff;
 pub mod blacklist;
@@ -26,6 +30,7 @@ pub mod keys;
 pub mod ledger;
 pub mod limits;
 pub mod pow;
+pub mod protocol;
 pub mod reply;
 pub mod scripts;
 pub mod secrets;

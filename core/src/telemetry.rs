@@ -6,24 +6,15 @@
 //! with [`read_fleet`].
 
 use crate::connection::Connection;
+use crate::keys;
 use redis::Commands;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
-/// Members `node:{id}` and `worker:{name}`, scored by when they last reported (ms).
-pub const FLEET: &str = "sk:fleet";
 /// Records live this long without a refresh.
 pub const RECORD_TTL_S: u64 = 5;
 /// Members not heard of for this long are dropped from the fleet set.
 pub const FORGET_MS: i64 = 60_000;
-
-pub fn node_key(node: &str) -> String {
-    format!("sk:node:{node}")
-}
-
-pub fn worker_key(name: &str) -> String {
-    format!("sk:worker:{name}")
-}
 
 /// Latency of one route in a window.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -76,9 +67,9 @@ pub fn write_worker(con: &mut Connection, r: &WorkerRecord) -> redis::RedisResul
     let json = serde_json::to_string(r).unwrap_or_default();
     con.pipeline(
         redis::pipe()
-            .set_ex(worker_key(&r.name), json, RECORD_TTL_S)
+            .set_ex(keys::worker(&r.name), json, RECORD_TTL_S)
             .ignore()
-            .zadd(FLEET, format!("worker:{}", r.name), r.at_ms)
+            .zadd(keys::FLEET, format!("worker:{}", r.name), r.at_ms)
             .ignore(),
     )
 }
@@ -174,11 +165,11 @@ impl Fleet {
 /// Reads the fleet's records.
 pub fn read_fleet(con: &mut Connection) -> redis::RedisResult<Fleet> {
     let since = crate::now_ms() - RECORD_TTL_S as i64 * 1000;
-    let members: Vec<String> = con.zrangebyscore(FLEET, since, "+inf")?;
+    let members: Vec<String> = con.zrangebyscore(keys::FLEET, since, "+inf")?;
     let mut fleet = Fleet::default();
     for m in members {
         if let Some(node) = m.strip_prefix("node:") {
-            let fields: HashMap<String, String> = con.hgetall(node_key(node))?;
+            let fields: HashMap<String, String> = con.hgetall(keys::node(node))?;
             // A shard that stopped writing (a node restarted with fewer shards, or one
             // shard lost Redis) leaves its last record behind: only fresh ones count.
             let records: Vec<ShardRecord> = fields
@@ -191,7 +182,7 @@ pub fn read_fleet(con: &mut Connection) -> redis::RedisResult<Fleet> {
                 fleet.nodes.push(NodeView::of(node, &records));
             }
         } else if let Some(name) = m.strip_prefix("worker:") {
-            let json: Option<String> = con.get(worker_key(name))?;
+            let json: Option<String> = con.get(keys::worker(name))?;
             if let Some(r) = json.and_then(|j| serde_json::from_str(&j).ok()) {
                 fleet.workers.push(r);
             }

@@ -432,3 +432,64 @@ fn malformed_http_costs_only_its_own_connection() {
     }
     assert_eq!(c.get("/api/time", None).0, 200);
 }
+
+/// Reads an answer as its API type and writes it back: the same JSON, so the route
+/// answers exactly the documented shape, no field more or less.
+fn same_shape<'a, T>(text: &'a str)
+where
+    T: serde::Deserialize<'a> + serde::Serialize,
+{
+    let typed: T = serde_json::from_str(text).expect(text);
+    let original: serde_json::Value = serde_json::from_str(text).expect("json");
+    assert_eq!(
+        serde_json::to_value(&typed).expect("json"),
+        original,
+        "{}",
+        std::any::type_name::<T>()
+    );
+}
+
+#[test]
+fn every_answer_has_the_shape_of_its_api_type() {
+    use seckill_core::api;
+    let redis = Redis::start();
+    let node = common::Node::start_with(&redis, 1, "[tickets]\ndifficulty = 4\n");
+    let mut s = spec("shape", 10, 1, 1);
+    s.content_file = Some("album.zip".into());
+    open_sale(&redis, &node, s);
+    let mut t = spec("shape-t", 10, 1, 1);
+    t.require_ticket = true;
+    open_sale(&redis, &node, t);
+    std::fs::write(node.content_dir().join("album.zip"), b"bytes").expect("content");
+    let c = node.client();
+    let text = |(_, v): common::Answer| v.to_string();
+
+    same_shape::<api::Time>(&text(c.get("/api/time", None)));
+    let session = text(c.post("/api/session", None, r#"{"user_id":"shaper"}"#));
+    same_shape::<api::Session>(&session);
+    let token = c.token("shaper");
+    same_shape::<Vec<api::CampaignInfo>>(&text(c.get("/api/campaigns", None)));
+    same_shape::<api::CampaignInfo>(&text(c.get("/api/campaigns/shape", None)));
+    let held = c.purchase("shape", &token, None);
+    let order_id = held.1["order_id"].as_str().expect("order").to_string();
+    same_shape::<api::Held>(&text(held));
+    same_shape::<api::Order>(&text(
+        c.get(&format!("/api/orders/{order_id}"), Some(&token)),
+    ));
+    same_shape::<api::Paid>(&text(c.pay(&order_id, &token)));
+    common::wait_until("the delivery", Duration::from_secs(10), || {
+        c.get(&format!("/api/orders/{order_id}"), Some(&token)).1["status"] == "delivered"
+    });
+    same_shape::<api::Order>(&text(
+        c.get(&format!("/api/orders/{order_id}"), Some(&token)),
+    ));
+    let challenge = c.post("/api/campaigns/shape-t/challenge", Some(&token), "");
+    same_shape::<api::Challenge>(&text(challenge));
+    let (code, ticket) = common::earn_ticket(&c, "shape-t", &token);
+    assert_eq!(code, 200, "{ticket}");
+    same_shape::<api::Ticket>(&ticket.to_string());
+    // Refusals: the bare body, and those that carry more.
+    same_shape::<api::Error>(&text(c.get("/api/campaigns/none", None)));
+    same_shape::<api::Error>(&text(c.purchase("shape", &token, None)));
+    common::ledger_holds(&redis, "shape");
+}

@@ -529,7 +529,7 @@ fn paid_orders_the_pool_cannot_serve_stay_pending_until_codes_come() {
     assert_eq!(st.iter().filter(|s| *s == "\"paid\"").count(), 4, "{st:?}");
     assert_eq!(metric(&node, "seckill_worker_undelivered_orders"), 4.0);
     // The worker's telemetry record, which the console reads, carries the same count.
-    let record_key = seckill_core::telemetry::worker_key(&format!("w{}", node.port));
+    let record_key = seckill_core::keys::worker(&format!("w{}", node.port));
     wait_for("the worker's record", Duration::from_secs(5), || {
         let json: Option<String> = redis::cmd("GET")
             .arg(&record_key)

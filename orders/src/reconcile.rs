@@ -209,16 +209,11 @@ fn stream_state(
     Ok((s, deliveries))
 }
 
-/// Where the last reconciliation of a campaign left its verdict, for `/metrics` and
-/// alerts: `at_ms`, `violations`, `stores`.
-pub fn verdict_key(id: &str) -> String {
-    format!("sk:reconcile:{id}")
-}
-
-/// Records a reconciliation's verdict in the control plane.
+/// Records a reconciliation's verdict in the control plane (`keys::verdict`), for
+/// `/metrics` and alerts: `at_ms`, `violations`, `stores`.
 pub fn record(con: &mut Connection, r: &Report) -> Result<(), ReconcileError> {
     let _: () = con.hset_multiple(
-        verdict_key(&r.campaign),
+        keys::verdict(&r.campaign),
         &[
             ("at_ms", seckill_core::now_ms().to_string()),
             ("violations", r.violations.len().to_string()),

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use seckill_core::{control, ledger};
+use seckill_core::{api, control, ledger};
 
 #[derive(Args, Debug, Clone)]
 pub struct BurstArgs {
@@ -118,15 +118,17 @@ fn worker(
         let token = match tokens.get(&user) {
             Some(t) => t.clone(),
             None => {
-                let v: serde_json::Value = agent
+                let answer = agent
                     .post(&format!("{}/api/session", a.target))
-                    .send_json(serde_json::json!({ "user_id": format!("shopper-{user}") }))
+                    .send_json(api::SessionBody {
+                        user_id: format!("shopper-{user}"),
+                    })
                     .context("getting a token (is the demo issuer on?)")?
-                    .into_json()?;
-                let t = v["token"]
-                    .as_str()
+                    .into_string()?;
+                let t = serde_json::from_str::<api::Session>(&answer)
                     .context("no token in the answer")?
-                    .to_string();
+                    .token
+                    .into_owned();
                 tokens.insert(user, t.clone());
                 t
             }

@@ -14,8 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::http::{Client, Failure, Reply, Req};
+use crate::http::{Client, Failure, Req};
 use crate::plan::{Arrival, Persona};
+use seckill_core::api::{self, Glance};
+use std::borrow::Cow;
 
 /// The routes whose latency the report shows, in the order of a shopper's flow.
 pub const ROUTES: [&str; 8] = [
@@ -309,9 +311,9 @@ async fn session(
         body: body.as_bytes(),
     };
     let buy = |status: u16, body: &[u8]| {
-        let r = Reply::of(body);
+        let r = Glance::of(body);
         let said = if status == 200 { r.order_id } else { r.error };
-        (status, said.map(str::to_string))
+        (status, said.map(Cow::into_owned))
     };
     let r: Bought = client.send(a.ip, &req, buy).await;
     let order = match &r {
@@ -435,11 +437,11 @@ async fn pay_and_collect(
         let sent = Instant::now();
         let r = client
             .send(ip, &view, |status, body| {
-                let r = Reply::of(body);
+                let r = Glance::of(body);
                 (
                     status,
-                    r.status == Some("delivered"),
-                    r.download_url.map(str::to_string),
+                    r.status.as_deref() == Some("delivered"),
+                    r.download_url.map(Cow::into_owned),
                 )
             })
             .await;
@@ -552,11 +554,22 @@ async fn earn_one(
     ip: Ipv4Addr,
     tally: &RefCell<Tally>,
 ) -> Option<String> {
-    let json = |status: u16, body: &[u8]| {
+    let challenge = |status: u16, body: &[u8]| {
+        let c = serde_json::from_slice::<api::Challenge>(body).ok();
         (
             status,
-            serde_json::from_slice::<serde_json::Value>(body).unwrap_or_default(),
+            c.map(|c| {
+                (
+                    c.challenge_id.into_owned(),
+                    c.prefix.into_owned(),
+                    c.difficulty,
+                )
+            }),
         )
+    };
+    let ticket = |status: u16, body: &[u8]| {
+        let t = serde_json::from_slice::<api::Ticket>(body).ok();
+        (status, t.map(|t| t.ticket.into_owned()))
     };
     let path = format!("/api/campaigns/{campaign}/challenge");
     let req = Req {
@@ -567,12 +580,17 @@ async fn earn_one(
         body: b"",
     };
     let sent = Instant::now();
-    let r = client.send(ip, &req, json).await;
+    let r = client.send(ip, &req, challenge).await;
     tally.borrow_mut().timed("challenge", sent, r.is_ok());
-    let (200, ch) = r.ok()? else { return None };
-    let nonce = seckill_core::pow::solve(ch["prefix"].as_str()?, ch["difficulty"].as_u64()? as u32);
-    let body =
-        serde_json::json!({ "challenge_id": ch["challenge_id"], "nonce": nonce }).to_string();
+    let (200, Some((challenge_id, prefix, difficulty))) = r.ok()? else {
+        return None;
+    };
+    let nonce = seckill_core::pow::solve(&prefix, difficulty);
+    let body = serde_json::to_string(&api::SolutionBody {
+        challenge_id,
+        nonce,
+    })
+    .ok()?;
     let path = format!("/api/campaigns/{campaign}/ticket");
     let req = Req {
         body: body.as_bytes(),
@@ -580,8 +598,8 @@ async fn earn_one(
         ..req
     };
     let sent = Instant::now();
-    let r = client.send(ip, &req, json).await;
+    let r = client.send(ip, &req, ticket).await;
     tally.borrow_mut().timed("ticket", sent, r.is_ok());
     let (200, t) = r.ok()? else { return None };
-    t["ticket"].as_str().map(str::to_string)
+    t
 }

@@ -233,22 +233,3 @@ impl Client {
         Ok(out)
     }
 }
-
-/// The fields of a reply's JSON body the simulator looks at.
-#[derive(Debug, Default, serde::Deserialize)]
-pub struct Reply<'a> {
-    #[serde(borrow)]
-    pub error: Option<&'a str>,
-    #[serde(borrow)]
-    pub order_id: Option<&'a str>,
-    #[serde(borrow)]
-    pub status: Option<&'a str>,
-    #[serde(borrow)]
-    pub download_url: Option<&'a str>,
-}
-
-impl<'a> Reply<'a> {
-    pub fn of(body: &'a [u8]) -> Reply<'a> {
-        serde_json::from_slice(body).unwrap_or_default()
-    }
-}

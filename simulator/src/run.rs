@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use seckill_core::campaign::{format_instant_ms, Action, CampaignSpec};
 use seckill_core::ledger::Ledger;
-use seckill_core::{control, ledger};
+use seckill_core::{api, control, ledger};
 use seckill_orders::reconcile;
 
 use crate::engine::{self, Tally};
@@ -54,15 +54,15 @@ fn tokens(target: &str, names: &[String], threads: usize) -> anyhow::Result<Vec<
                 names
                     .iter()
                     .map(|n| {
-                        let v: serde_json::Value = agent
+                        let answer = agent
                             .post(&format!("{target}/api/session"))
-                            .send_json(serde_json::json!({ "user_id": n }))
+                            .send_json(api::SessionBody { user_id: n.clone() })
                             .context("getting a token (is the data plane's demo issuer on?)")?
-                            .into_json()?;
-                        Ok(v["token"]
-                            .as_str()
+                            .into_string()?;
+                        Ok(serde_json::from_str::<api::Session>(&answer)
                             .context("no token in the answer")?
-                            .to_string())
+                            .token
+                            .into_owned())
                     })
                     .collect()
             })

@@ -22,7 +22,7 @@ use super::io;
 use super::reply::{json, Reply};
 use crate::metrics::{self, CampaignGauges, Metrics};
 use crate::shard::Shard;
-use crate::store::{int, items};
+use seckill_core::protocol;
 
 pub async fn serve_connection(
     shard: Rc<Shard>,
@@ -111,17 +111,14 @@ async fn stock(shard: &Shard) -> Vec<CampaignGauges> {
         };
         let mut complete = true;
         for p in 0..c.spec.partitions {
-            let key = crate::keys::PartitionKeys::new(&c.spec.id, p).part();
-            let cmd = redis::cmd("HMGET")
-                .arg(key)
-                .arg(&["stock", "held", "sold", "transit"])
-                .clone();
-            match shard.store.conn.query(&cmd).await.and_then(items) {
-                Ok(f) => {
-                    g.remaining += int(f.first()).unwrap_or(0);
-                    g.held += int(f.get(1)).unwrap_or(0);
-                    g.sold += int(f.get(2)).unwrap_or(0);
-                    g.in_transit += int(f.get(3)).unwrap_or(0);
+            let cmd = protocol::partition_stock(&c.spec.id, p);
+            match shard.store.conn.query(&cmd).await {
+                Ok(v) => {
+                    let s = protocol::read_partition_stock(p, &v);
+                    g.remaining += s.stock;
+                    g.held += s.held;
+                    g.sold += s.sold;
+                    g.in_transit += s.transit;
                 }
                 Err(_) => {
                     complete = false;
@@ -129,14 +126,9 @@ async fn stock(shard: &Shard) -> Vec<CampaignGauges> {
                 }
             }
         }
-        let verdict = redis::cmd("HMGET")
-            .arg(crate::reconcile::verdict_key(&c.spec.id))
-            .arg(&["at_ms", "violations"])
-            .clone();
-        if let Ok(f) = shard.store.conn.query(&verdict).await.and_then(items) {
-            if let (Some(at), Some(v)) = (int(f.first()), int(f.get(1))) {
-                g.reconciled = Some((at, v.max(0) as u64));
-            }
+        let verdict = protocol::verdict(&c.spec.id);
+        if let Ok(v) = shard.store.conn.query(&verdict).await {
+            g.reconciled = protocol::read_verdict(&v);
         }
         if complete {
             out.push(g);

@@ -203,7 +203,7 @@ impl TimedStream {
             return false;
         }
         let e = super::ApiError::of_framing_status(status);
-        let body = e.body().to_string();
+        let body = serde_json::to_string(&e.body()).unwrap_or_default();
         let head = format!(
             "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
             e.status().as_u16(),

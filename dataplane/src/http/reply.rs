@@ -8,7 +8,7 @@ use hyper::{Response, StatusCode};
 use serde::Serialize;
 
 use crate::answer::Outcome;
-use serde_json::json;
+use seckill_core::api;
 
 pub type Reply = Response<Full<Bytes>>;
 
@@ -186,14 +186,19 @@ impl ApiError {
     }
 
     /// The JSON body: `{"error", "message"}` and the fields some refusals add.
-    pub fn body(&self) -> serde_json::Value {
-        let mut body = json!({ "error": self.code(), "message": self.message() });
-        match self {
-            ApiError::NotStarted { starts_at_ms } => body["starts_at_ms"] = json!(starts_at_ms),
-            ApiError::NotEnough { remaining } => body["remaining"] = json!(remaining),
-            _ => {}
+    pub fn body(&self) -> api::Error<'static> {
+        api::Error {
+            error: self.code().into(),
+            message: self.message().into(),
+            starts_at_ms: match self {
+                ApiError::NotStarted { starts_at_ms } => *starts_at_ms,
+                _ => None,
+            },
+            remaining: match self {
+                ApiError::NotEnough { remaining } => Some(*remaining),
+                _ => None,
+            },
         }
-        body
     }
 
     /// The error the HTTP layer's own status for an unparsable request stands for.

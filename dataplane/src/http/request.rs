@@ -3,7 +3,6 @@
 
 use hyper::Method;
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 
 use super::ApiError;
 use crate::answer::Endpoint;
@@ -110,35 +109,7 @@ pub fn json_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
         .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
 }
 
-/// `POST /api/campaigns/{id}/purchase`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PurchaseBody {
-    #[serde(default = "one")]
-    pub quantity: i64,
-    /// The qualification ticket, for campaigns that require one.
-    #[serde(default)]
-    pub ticket: Option<String>,
-}
-
-fn one() -> i64 {
-    1
-}
-
-/// `POST /api/session`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SessionBody {
-    pub user_id: String,
-}
-
-/// `POST /api/campaigns/{id}/ticket`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SolutionBody {
-    pub challenge_id: String,
-    pub nonce: String,
-}
+pub use seckill_core::api::{PurchaseBody, SessionBody, SolutionBody};
 
 /// An `Idempotency-Key`: 1-64 characters of letters, digits and `_ - . :`.
 pub fn idempotency_key(value: Option<&[u8]>) -> Result<Option<String>, ApiError> {

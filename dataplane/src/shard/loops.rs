@@ -13,21 +13,17 @@ use super::Shard;
 use crate::backoff::Backoff;
 use crate::campaign::State;
 use crate::keys;
-use crate::store::{self, items, StoreError};
-use seckill_core::telemetry::{node_key, ShardRecord, FLEET, FORGET_MS, RECORD_TTL_S};
+use crate::store::{self, StoreError};
+use seckill_core::protocol;
+use seckill_core::telemetry::{ShardRecord, FORGET_MS, RECORD_TTL_S};
 
 /// Measures this machine's clock against Redis's (see [`crate::clock`]).
 async fn sample_clock(shard: &Shard) -> Result<(), StoreError> {
     let (sent, sent_ms) = (std::time::Instant::now(), crate::clock::local_ms());
-    let t = items(shard.store.conn.query(&redis::cmd("TIME")).await?)?;
+    let t = shard.store.conn.query(&protocol::time()).await?;
     let (rtt, received_ms) = (sent.elapsed(), crate::clock::local_ms());
-    if let (Some(s), Some(us)) = (store::int(t.first()), store::int(t.get(1))) {
-        crate::clock::observe(
-            sent_ms,
-            crate::clock::redis_time_ms(s, us),
-            received_ms,
-            rtt,
-        );
+    if let Some(redis_ms) = protocol::read_time(&t) {
+        crate::clock::observe(sent_ms, redis_ms, received_ms, rtt);
     }
     Ok(())
 }
@@ -114,8 +110,6 @@ pub(super) async fn rebalance_loop(shard: Rc<Shard>) {
 
 /// Writes the shard's record once a second, through its own Redis connection.
 pub(super) async fn report_loop(shard: Rc<Shard>) {
-    let key = node_key(&shard.settings.node);
-    let member = format!("node:{}", shard.settings.node);
     loop {
         glommio::timer::Timer::new(Duration::from_secs(1)).await;
         let (window, outcomes, routes) = shard.stats.borrow_mut().take();
@@ -150,31 +144,23 @@ pub(super) async fn report_loop(shard: Rc<Shard>) {
         let Ok(json) = serde_json::to_string(&record) else {
             continue;
         };
-        let now = record.at_ms;
-        // Fire and forget: with Redis away, the record simply goes stale.
-        let _ = conn
-            .query(
-                redis::cmd("HSET")
-                    .arg(&key)
-                    .arg(format!("shard:{}", shard.index))
-                    .arg(json),
-            )
-            .await;
-        let _ = conn
-            .query(redis::cmd("EXPIRE").arg(&key).arg(RECORD_TTL_S))
-            .await;
-        let _ = conn
-            .query(redis::cmd("ZADD").arg(FLEET).arg(now).arg(&member))
-            .await;
-        if shard.index == 0 {
-            let _ = conn
-                .query(
-                    redis::cmd("ZREMRANGEBYSCORE")
-                        .arg(FLEET)
-                        .arg("-inf")
-                        .arg(now - FORGET_MS),
-                )
-                .await;
+        let [hset, expire, listed, forget] = protocol::node_record(
+            &shard.settings.node,
+            shard.index,
+            &json,
+            record.at_ms,
+            RECORD_TTL_S,
+            FORGET_MS,
+        );
+        // Fire and forget: with Redis away, the record simply goes stale. Shard 0 alone
+        // drops the fleet's silent members.
+        let writes = if shard.index == 0 {
+            vec![hset, expire, listed, forget]
+        } else {
+            vec![hset, expire, listed]
+        };
+        for cmd in writes {
+            let _ = conn.query(&cmd).await;
         }
     }
 }

@@ -3,7 +3,6 @@
 //! are reached only through Redis.
 
 use glommio::channels::local_channel::{self, LocalSender};
-use redis::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -13,9 +12,9 @@ use std::time::Duration;
 use crate::answer::{Endpoint, Outcome};
 use crate::campaign::{Campaign, State};
 use crate::config::Settings;
-use crate::guard::{blacklist, Guard};
-use crate::keys;
-use crate::store::{self, items, text, Store, StoreError};
+use crate::guard::Guard;
+use crate::store::{self, Store, StoreError};
+use seckill_core::protocol;
 
 mod loops;
 use loops::{listen_for_changes, rebalance_loop, report_loop, sync_loop};
@@ -251,27 +250,9 @@ impl Shard {
         tracing::warn!(shard = self.index, key = %key, ttl_s = ttl_ms / 1000, "blocking a client that keeps getting refused");
         let store = self.store.clone();
         glommio::spawn_local(async move {
-            let _ = store
-                .conn
-                .query(
-                    redis::cmd("ZADD")
-                        .arg(blacklist::KEY)
-                        .arg(expires)
-                        .arg(&key),
-                )
-                .await;
-            let _ = store
-                .conn
-                .query(redis::cmd("INCR").arg(blacklist::VERSION))
-                .await;
-            let _ = store
-                .conn
-                .query(
-                    redis::cmd("PUBLISH")
-                        .arg(keys::CONTROL_CHANNEL)
-                        .arg("blacklist"),
-                )
-                .await;
+            for cmd in protocol::block(&key, expires) {
+                let _ = store.conn.query(&cmd).await;
+            }
         })
         .detach();
     }
@@ -305,12 +286,7 @@ impl Shard {
 
     async fn sync(&self) -> Result<(), StoreError> {
         let conn = &self.store.conn;
-        let version = store::int(Some(
-            &conn
-                .query(redis::cmd("GET").arg(keys::CONTROL_VERSION))
-                .await?,
-        ))
-        .unwrap_or(0);
+        let version = store::int(Some(&conn.query(&protocol::version()).await?)).unwrap_or(0);
         // A change whose announcement was lost (a writer that died half-way) is still
         // picked up by a full reload every few seconds.
         let stale = self
@@ -318,54 +294,29 @@ impl Shard {
             .get()
             .is_none_or(|t| t.elapsed() > Duration::from_secs(5));
         if self.version.get() != Some(version) || stale {
-            let ids = items(
-                conn.query(redis::cmd("SMEMBERS").arg(keys::CAMPAIGNS))
-                    .await?,
-            )?;
+            let ids = protocol::read_strings(&conn.query(&protocol::campaign_ids()).await?);
             let mut fresh = HashMap::new();
-            for id in ids.iter().filter_map(|v| text(Some(v))) {
-                let h = conn
-                    .query(redis::cmd("HGETALL").arg(keys::campaign(&id)))
-                    .await?;
-                match to_map(h).and_then(|h| Campaign::from_fields(&h)) {
+            for id in ids {
+                let record = conn.query(&protocol::campaign(&id)).await?;
+                match protocol::read_campaign(&record) {
                     Some(c) => {
                         fresh.insert(id, c);
                     }
                     None => tracing::warn!(campaign = %id, "skipping a damaged campaign record"),
                 }
             }
-            let overrides = to_map(
-                conn.query(redis::cmd("HGETALL").arg(crate::control::LIMITS))
-                    .await?,
-            )
-            .unwrap_or_default();
+            let overrides = protocol::read_fields(&conn.query(&protocol::limits()).await?);
             self.apply_campaigns(fresh);
             self.guard.borrow_mut().limits = self.settings.limits.with_overrides(&overrides);
             self.version.set(Some(version));
             self.reloaded.set(Some(std::time::Instant::now()));
         }
-        let bl_version = store::int(Some(
-            &conn
-                .query(redis::cmd("GET").arg(blacklist::VERSION))
-                .await?,
-        ))
-        .unwrap_or(0);
+        let bl_version =
+            store::int(Some(&conn.query(&protocol::blacklist_version()).await?)).unwrap_or(0);
         if self.blacklist_version.get() != Some(bl_version) {
             let now_ms = crate::now_ms();
-            let entries = items(
-                conn.query(
-                    redis::cmd("ZRANGEBYSCORE")
-                        .arg(blacklist::KEY)
-                        .arg(now_ms)
-                        .arg("+inf")
-                        .arg("WITHSCORES"),
-                )
-                .await?,
-            )?;
-            let entries: HashMap<String, i64> = entries
-                .chunks(2)
-                .filter_map(|kv| Some((text(kv.first())?, store::int(kv.get(1))?)))
-                .collect();
+            let entries =
+                protocol::read_blacklist(&conn.query(&protocol::blacklist(now_ms)).await?);
             self.guard
                 .borrow_mut()
                 .blacklist
@@ -400,18 +351,6 @@ impl Shard {
         self.synced.set(true);
         Ok(())
     }
-}
-
-fn to_map(v: Value) -> Option<HashMap<String, String>> {
-    let a = items(v).ok()?;
-    if a.is_empty() {
-        return None;
-    }
-    Some(
-        a.chunks(2)
-            .filter_map(|kv| Some((text(kv.first())?, text(kv.get(1))?)))
-            .collect(),
-    )
 }
 
 #[cfg(test)]

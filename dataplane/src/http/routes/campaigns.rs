@@ -1,27 +1,11 @@
 //! `GET /api/campaigns` and `GET /api/campaigns/{id}`: what is on sale, from the shard's
 //! copy of the control plane (stock at most a poll interval old). Drafts are not shown.
 
-use serde::Serialize;
-
 use crate::campaign::State;
 use crate::http::reply::{ok, Reply};
 use crate::http::ApiError;
 use crate::shard::{CampaignView, Shard};
-
-#[derive(Debug, Serialize)]
-pub struct CampaignInfo<'a> {
-    pub id: &'a str,
-    pub name: &'a str,
-    pub state: &'a str,
-    pub starts_at_ms: Option<i64>,
-    pub ends_at_ms: Option<i64>,
-    pub total: u64,
-    pub remaining: i64,
-    pub per_user_limit: u32,
-    pub price_cents: u64,
-    /// Purchases need a ticket earned by proof of work (`/challenge`, then `/ticket`).
-    pub require_ticket: bool,
-}
+use seckill_core::api::CampaignInfo;
 
 fn published(v: &CampaignView) -> bool {
     !matches!(v.campaign.state, State::Draft | State::Arming)
@@ -30,9 +14,9 @@ fn published(v: &CampaignView) -> bool {
 fn info(v: &CampaignView) -> CampaignInfo<'_> {
     let c = &v.campaign;
     CampaignInfo {
-        id: &c.spec.id,
-        name: &c.spec.name,
-        state: v.public_state(),
+        id: c.spec.id.as_str().into(),
+        name: c.spec.name.as_str().into(),
+        state: v.public_state().into(),
         starts_at_ms: c.starts_at_ms,
         ends_at_ms: c.ends_at_ms,
         total: c.spec.total,

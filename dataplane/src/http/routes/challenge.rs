@@ -16,6 +16,7 @@ use crate::http::request::SolutionBody;
 use crate::http::{authenticate, read_json, ApiError};
 use crate::shard::Shard;
 use crate::store::{Challenge, Issue, NewTicket};
+use seckill_core::api;
 
 fn random_hex(bytes: usize) -> String {
     let mut rng = rand::rng();
@@ -69,12 +70,12 @@ pub async fn challenge(shard: &Shard, id: &str, req: Request<Incoming>) -> Resul
         .open_challenge(id, &challenge_id, &c, t.challenge_ttl_s)
         .await
         .map_err(unavailable)?;
-    Ok(ok(&serde_json::json!({
-        "challenge_id": challenge_id,
-        "prefix": c.prefix,
-        "difficulty": c.difficulty,
-        "expires_at_ms": crate::now_ms() + t.challenge_ttl_s as i64 * 1000,
-    })))
+    Ok(ok(&api::Challenge {
+        challenge_id: challenge_id.into(),
+        prefix: c.prefix.into(),
+        difficulty: c.difficulty,
+        expires_at_ms: crate::now_ms() + t.challenge_ttl_s as i64 * 1000,
+    }))
 }
 
 pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
@@ -129,7 +130,8 @@ pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<R
             })
         }
     };
-    Ok(ok(
-        &serde_json::json!({ "ticket": ticket, "expires_at_ms": expires }),
-    ))
+    Ok(ok(&api::Ticket {
+        ticket: ticket.into(),
+        expires_at_ms: expires,
+    }))
 }

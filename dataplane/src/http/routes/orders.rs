@@ -10,6 +10,7 @@ use crate::http::{authenticate, ApiError};
 use crate::keys::{OrderId, PartitionKeys};
 use crate::shard::Shard;
 use crate::store::{int, items, text};
+use seckill_core::api;
 
 pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let user = authenticate(shard, &req)?;
@@ -33,19 +34,21 @@ pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Repl
         return Err(ApiError::NotFound);
     }
     let status = text(fields.get(2)).unwrap_or_default();
-    let mut body = serde_json::json!({
-        "order_id": id,
-        "campaign_id": oid.campaign,
-        "user_id": user,
-        "quantity": int(fields.get(1)).unwrap_or(0),
-        "status": status,
-        "pay_by_ms": int(fields.get(3)).unwrap_or(0),
-    });
-    if let Some(paid) = int(fields.get(4)).filter(|t| *t > 0) {
-        body["paid_ms"] = paid.into();
-    }
-    if status == "delivered" {
-        body["license_key"] = text(fields.get(5)).unwrap_or_default().into();
+    let delivered = status == "delivered";
+    let mut body = api::Order {
+        order_id: id.into(),
+        campaign_id: oid.campaign.into(),
+        user_id: user.into(),
+        quantity: int(fields.get(1)).unwrap_or(0),
+        status: status.into(),
+        pay_by_ms: int(fields.get(3)).unwrap_or(0),
+        paid_ms: int(fields.get(4)).filter(|t| *t > 0),
+        license_key: None,
+        download_url: None,
+        download_expires_at_ms: None,
+    };
+    if delivered {
+        body.license_key = Some(text(fields.get(5)).unwrap_or_default().into());
         let has_file = shard
             .with_campaign(oid.campaign, |v| v.campaign.spec.content_file.is_some())
             .unwrap_or(false);
@@ -53,8 +56,8 @@ pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Repl
             // A fresh link on every look: it expires, the order does not.
             let expires = crate::now_ms() + shard.settings.download_ttl.as_millis() as i64;
             let token = auth::sign_download(&shard.settings.secret, id, expires);
-            body["download_url"] = format!("/dl/{token}").into();
-            body["download_expires_at_ms"] = expires.into();
+            body.download_url = Some(format!("/dl/{token}").into());
+            body.download_expires_at_ms = Some(expires);
         }
     }
     Ok(ok(&body))

@@ -9,6 +9,7 @@ use crate::http::{authenticate, ApiError};
 use crate::keys::OrderId;
 use crate::shard::Shard;
 use crate::store::Payment;
+use seckill_core::api;
 
 pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let user = authenticate(shard, &req)?;
@@ -18,11 +19,11 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
         ApiError::Unavailable
     })?;
     match paid {
-        Payment::Paid { paid_ms } => Ok(ok(&serde_json::json!({
-            "order_id": id,
-            "status": "paid",
-            "paid_ms": paid_ms,
-        }))),
+        Payment::Paid { paid_ms } => Ok(ok(&api::Paid {
+            order_id: id.into(),
+            status: "paid".into(),
+            paid_ms,
+        })),
         Payment::Expired => Err(ApiError::Expired),
         Payment::NotFound => Err(ApiError::NotFound),
     }

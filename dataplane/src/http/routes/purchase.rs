@@ -11,6 +11,7 @@ use crate::http::request::{self, PurchaseBody};
 use crate::http::{authenticate, read_json, ApiError};
 use crate::shard::Shard;
 use crate::store::{Purchase, PurchaseRequest};
+use seckill_core::api;
 
 /// Within this long of the opening or the end, the shard leaves the verdict to the
 /// purchase script, which reads Redis's clock: the shard's own is corrected to Redis's
@@ -18,11 +19,11 @@ use crate::store::{Purchase, PurchaseRequest};
 const EDGE_MS: i64 = 50;
 
 fn held(order_id: &str, pay_by_ms: i64) -> Reply {
-    ok(&serde_json::json!({
-        "order_id": order_id,
-        "status": "held",
-        "pay_by_ms": pay_by_ms,
-    }))
+    ok(&api::Held {
+        order_id: order_id.into(),
+        status: "held".into(),
+        pay_by_ms,
+    })
 }
 
 pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {

@@ -9,6 +9,7 @@ use crate::http::reply::{ok, Reply};
 use crate::http::request::SessionBody;
 use crate::http::{read_json, ApiError};
 use crate::shard::Shard;
+use seckill_core::api;
 
 pub async fn post(shard: &Shard, req: Request<Incoming>) -> Result<Reply, ApiError> {
     if !shard.settings.demo_issuer {
@@ -22,9 +23,9 @@ pub async fn post(shard: &Shard, req: Request<Incoming>) -> Result<Reply, ApiErr
     }
     let expires = crate::now_ms() + shard.settings.token_ttl.as_millis() as i64;
     let token = auth::issue_token(&shard.settings.secret, &body.user_id, expires);
-    Ok(ok(&serde_json::json!({
-        "token": token,
-        "user_id": body.user_id,
-        "expires_at_ms": expires,
-    })))
+    Ok(ok(&api::Session {
+        token: token.into(),
+        user_id: body.user_id.into(),
+        expires_at_ms: expires,
+    }))
 }

@@ -2,7 +2,10 @@
 
 use crate::http::reply::{ok, Reply};
 use crate::http::ApiError;
+use seckill_core::api;
 
 pub fn get() -> Result<Reply, ApiError> {
-    Ok(ok(&serde_json::json!({ "now_ms": crate::now_ms() })))
+    Ok(ok(&api::Time {
+        now_ms: crate::now_ms(),
+    }))
 }

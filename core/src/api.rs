@@ -1,0 +1,192 @@
+//! The shopper API's requests and answers, declared once: the data plane's routes answer
+//! with them, the simulator and the tests read them, and the OpenAPI description
+//! (`docs/openapi.json`, see [`openapi`]) is generated from them.
+//!
+//! Text fields are `Cow<str>`: a route answers with what it borrows, and a client reads an
+//! answer without copying its strings.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+type Text<'a> = Cow<'a, str>;
+
+/// `POST /api/campaigns/{id}/purchase`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PurchaseBody {
+    /// Units to buy, 1 to the campaign's `per_user_limit`.
+    #[serde(default = "one")]
+    pub quantity: i64,
+    /// The qualification ticket, for campaigns that require one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
+}
+
+fn one() -> i64 {
+    1
+}
+
+/// `POST /api/session`: the demo issuer's sign-in.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionBody {
+    pub user_id: String,
+}
+
+/// `POST /api/campaigns/{id}/ticket`: a solved challenge.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SolutionBody {
+    pub challenge_id: String,
+    pub nonce: String,
+}
+
+/// `GET /api/time`: the sale's clock.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Time {
+    pub now_ms: i64,
+}
+
+/// `POST /api/session`: a token for the user.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Session<'a> {
+    #[serde(borrow)]
+    pub token: Text<'a>,
+    #[serde(borrow)]
+    pub user_id: Text<'a>,
+    pub expires_at_ms: i64,
+}
+
+/// A campaign as shoppers see it (drafts are never shown).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CampaignInfo<'a> {
+    #[serde(borrow)]
+    pub id: Text<'a>,
+    #[serde(borrow)]
+    pub name: Text<'a>,
+    /// `armed`, `live`, `sold_out`, `paused` or `ended`.
+    #[serde(borrow)]
+    pub state: Text<'a>,
+    pub starts_at_ms: Option<i64>,
+    pub ends_at_ms: Option<i64>,
+    pub total: u64,
+    /// Units left, as of the node's last look (a poll interval at most).
+    pub remaining: i64,
+    pub per_user_limit: u32,
+    pub price_cents: u64,
+    /// Purchases need a ticket earned by proof of work (`/challenge`, then `/ticket`).
+    pub require_ticket: bool,
+}
+
+/// A held unit: `POST /api/campaigns/{id}/purchase` answered 200.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Held<'a> {
+    #[serde(borrow)]
+    pub order_id: Text<'a>,
+    /// `held`.
+    #[serde(borrow)]
+    pub status: Text<'a>,
+    /// Pay before this, or the unit goes back to stock.
+    pub pay_by_ms: i64,
+}
+
+/// A paid order: `POST /api/orders/{id}/pay` answered 200.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Paid<'a> {
+    #[serde(borrow)]
+    pub order_id: Text<'a>,
+    /// `paid`.
+    #[serde(borrow)]
+    pub status: Text<'a>,
+    pub paid_ms: i64,
+}
+
+/// An order, to its owner: `GET /api/orders/{id}`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Order<'a> {
+    #[serde(borrow)]
+    pub order_id: Text<'a>,
+    #[serde(borrow)]
+    pub campaign_id: Text<'a>,
+    #[serde(borrow)]
+    pub user_id: Text<'a>,
+    pub quantity: i64,
+    /// `held`, `paid`, `delivered` or `expired`.
+    #[serde(borrow)]
+    pub status: Text<'a>,
+    pub pay_by_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paid_ms: Option<i64>,
+    /// Once delivered.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub license_key: Option<Text<'a>>,
+    /// Once delivered, for a campaign with a file: a signed link, fresh on every look.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub download_url: Option<Text<'a>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub download_expires_at_ms: Option<i64>,
+}
+
+/// A proof-of-work challenge: find a nonce so that SHA-256(prefix ‖ nonce) starts with
+/// `difficulty` zero bits.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Challenge<'a> {
+    #[serde(borrow)]
+    pub challenge_id: Text<'a>,
+    #[serde(borrow)]
+    pub prefix: Text<'a>,
+    pub difficulty: u32,
+    pub expires_at_ms: i64,
+}
+
+/// A qualification ticket, for the purchase's body.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Ticket<'a> {
+    #[serde(borrow)]
+    pub ticket: Text<'a>,
+    pub expires_at_ms: i64,
+}
+
+/// Every refusal's body.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Error<'a> {
+    /// The refusal's code: `sold_out`, `rate_limited`, `not_started`, …
+    #[serde(borrow)]
+    pub error: Text<'a>,
+    /// What it means, for people.
+    #[serde(borrow)]
+    pub message: Text<'a>,
+    /// With `not_started`: when the sale opens, if it has a set time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starts_at_ms: Option<i64>,
+    /// With `not_enough_stock`: the units left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining: Option<i64>,
+}
+
+/// What a client reads of any answer's body: the fields it may look at, whichever the
+/// answer (a purchase's `order_id`, a refusal's `error`, an order's `status` and
+/// `download_url`). Unknown fields are skipped; a body that is no JSON reads as empty.
+#[derive(Debug, Default, Deserialize)]
+pub struct Glance<'a> {
+    #[serde(borrow)]
+    pub error: Option<Text<'a>>,
+    #[serde(borrow)]
+    pub order_id: Option<Text<'a>>,
+    #[serde(borrow)]
+    pub status: Option<Text<'a>>,
+    #[serde(borrow)]
+    pub download_url: Option<Text<'a>>,
+    #[serde(borrow)]
+    pub token: Option<Text<'a>>,
+}
+
+impl<'a> Glance<'a> {
+    pub fn of(body: &'a [u8]) -> Glance<'a> {
+        serde_json::from_slice(body).unwrap_or_default()
+    }
+}
+
+mod openapi;
+pub use openapi::openapi;

@@ -1,0 +1,269 @@
+//! The control plane's protocol: the commands that read and write it, and the readers of
+//! their replies. Pure functions over `redis::Cmd` and `redis::Value`: the blocking
+//! clients (CLI, console, worker) send them with `query`, the shards over their own
+//! pipelined link, and both read the replies the same way.
+
+use redis::{Cmd, Value};
+use std::collections::HashMap;
+
+use crate::campaign::Campaign;
+use crate::keys;
+use crate::reply::{int, text};
+
+/// The control plane's version: bumped by every change.
+pub fn version() -> Cmd {
+    redis::cmd("GET").arg(keys::CONTROL_VERSION).clone()
+}
+
+/// Announces a change to every node: the version moves (for the polls) and a message
+/// goes out (for the subscribers). `what` names the campaign, `limits` or `blacklist`.
+pub fn announce(what: &str) -> [Cmd; 2] {
+    [
+        redis::cmd("INCR").arg(keys::CONTROL_VERSION).clone(),
+        redis::cmd("PUBLISH")
+            .arg(keys::CONTROL_CHANNEL)
+            .arg(what)
+            .clone(),
+    ]
+}
+
+/// Every campaign's id.
+pub fn campaign_ids() -> Cmd {
+    redis::cmd("SMEMBERS").arg(keys::CAMPAIGNS).clone()
+}
+
+/// One campaign's record.
+pub fn campaign(id: &str) -> Cmd {
+    redis::cmd("HGETALL").arg(keys::campaign(id)).clone()
+}
+
+/// A campaign from its record; `None` for a missing or damaged one.
+pub fn read_campaign(v: &Value) -> Option<Campaign> {
+    let fields = read_fields(v);
+    if fields.is_empty() {
+        return None;
+    }
+    Campaign::from_fields(&fields)
+}
+
+/// The limit overrides every node applies.
+pub fn limits() -> Cmd {
+    redis::cmd("HGETALL").arg(keys::LIMITS).clone()
+}
+
+/// The strings of an array reply (`SMEMBERS`, `ZRANGEBYSCORE`), skipping what is not one.
+pub fn read_strings(v: &Value) -> Vec<String> {
+    match v {
+        Value::Array(items) | Value::Set(items) => {
+            items.iter().filter_map(|v| text(Some(v))).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// A hash reply (`HGETALL`): field → value. RESP2 sends it as a flat array.
+pub fn read_fields(v: &Value) -> HashMap<String, String> {
+    match v {
+        Value::Array(items) => items
+            .chunks(2)
+            .filter_map(|kv| Some((text(kv.first())?, text(kv.get(1))?)))
+            .collect(),
+        Value::Map(pairs) => pairs
+            .iter()
+            .filter_map(|(k, v)| Some((text(Some(k))?, text(Some(v))?)))
+            .collect(),
+        _ => HashMap::new(),
+    }
+}
+
+/// The blacklist's version: bumped by every change of it.
+pub fn blacklist_version() -> Cmd {
+    redis::cmd("GET").arg(keys::BLACKLIST_VERSION).clone()
+}
+
+/// The blacklist entries still in force at `now_ms`, with their expiries.
+pub fn blacklist(now_ms: i64) -> Cmd {
+    redis::cmd("ZRANGEBYSCORE")
+        .arg(keys::BLACKLIST)
+        .arg(now_ms)
+        .arg("+inf")
+        .arg("WITHSCORES")
+        .clone()
+}
+
+/// Entry → expiry (ms), from the reply of [`blacklist`].
+pub fn read_blacklist(v: &Value) -> HashMap<String, i64> {
+    match v {
+        Value::Array(items) => items
+            .chunks(2)
+            .filter_map(|kv| Some((text(kv.first())?, int(kv.get(1))?)))
+            .collect(),
+        _ => HashMap::new(),
+    }
+}
+
+/// Blocks `entry` (`user:<id>` or `ip:<address>`) until `until_ms`, and tells every
+/// node.
+pub fn block(entry: &str, until_ms: i64) -> [Cmd; 3] {
+    let [bump, publish] = blacklist_changed();
+    [
+        redis::cmd("ZADD")
+            .arg(keys::BLACKLIST)
+            .arg(until_ms)
+            .arg(entry)
+            .clone(),
+        bump,
+        publish,
+    ]
+}
+
+/// Tells every node the blacklist changed.
+pub fn blacklist_changed() -> [Cmd; 2] {
+    [
+        redis::cmd("INCR").arg(keys::BLACKLIST_VERSION).clone(),
+        redis::cmd("PUBLISH")
+            .arg(keys::CONTROL_CHANNEL)
+            .arg("blacklist")
+            .clone(),
+    ]
+}
+
+/// The stock counters of one partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PartitionStock {
+    pub partition: u32,
+    pub initial: i64,
+    pub stock: i64,
+    pub held: i64,
+    pub sold: i64,
+    pub transit: i64,
+}
+
+/// One partition's stock counters.
+pub fn partition_stock(campaign: &str, partition: u32) -> Cmd {
+    redis::cmd("HMGET")
+        .arg(keys::PartitionKeys::new(campaign, partition).part())
+        .arg(&["initial", "stock", "held", "sold", "transit"])
+        .clone()
+}
+
+/// The counters from the reply of [`partition_stock`]; missing ones read as 0.
+pub fn read_partition_stock(partition: u32, v: &Value) -> PartitionStock {
+    let fields: &[Value] = match v {
+        Value::Array(f) => f,
+        _ => &[],
+    };
+    let f = |i: usize| int(fields.get(i)).unwrap_or(0);
+    PartitionStock {
+        partition,
+        initial: f(0),
+        stock: f(1),
+        held: f(2),
+        sold: f(3),
+        transit: f(4),
+    }
+}
+
+/// A campaign's last reconciliation.
+pub fn verdict(campaign: &str) -> Cmd {
+    redis::cmd("HMGET")
+        .arg(keys::verdict(campaign))
+        .arg(&["at_ms", "violations"])
+        .clone()
+}
+
+/// When the last reconciliation ran (ms) and how many violations it found, if it ran.
+pub fn read_verdict(v: &Value) -> Option<(i64, u64)> {
+    let Value::Array(f) = v else { return None };
+    match (f.first(), f.get(1)) {
+        (Some(Value::Nil), _) | (_, Some(Value::Nil)) => None,
+        (at, n) => Some((int(at)?, int(n)?.max(0) as u64)),
+    }
+}
+
+/// Redis's clock.
+pub fn time() -> Cmd {
+    redis::cmd("TIME")
+}
+
+/// Redis's clock in ms, from the reply of [`time`].
+pub fn read_time(v: &Value) -> Option<i64> {
+    let Value::Array(parts) = v else { return None };
+    let (s, us) = (int(parts.first())?, int(parts.get(1))?);
+    Some(s * 1000 + us / 1000)
+}
+
+/// A shard's record of its last second: written to its node's hash, which expires
+/// after `ttl_s` without a refresh, with the node listed in the fleet; members silent
+/// for `forget_ms` leave the fleet.
+pub fn node_record(
+    node: &str,
+    shard: usize,
+    json: &str,
+    now_ms: i64,
+    ttl_s: u64,
+    forget_ms: i64,
+) -> [Cmd; 4] {
+    let key = keys::node(node);
+    [
+        redis::cmd("HSET")
+            .arg(&key)
+            .arg(format!("shard:{shard}"))
+            .arg(json)
+            .clone(),
+        redis::cmd("EXPIRE").arg(&key).arg(ttl_s).clone(),
+        redis::cmd("ZADD")
+            .arg(keys::FLEET)
+            .arg(now_ms)
+            .arg(format!("node:{node}"))
+            .clone(),
+        redis::cmd("ZREMRANGEBYSCORE")
+            .arg(keys::FLEET)
+            .arg("-inf")
+            .arg(now_ms - forget_ms)
+            .clone(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn replies_read_as_the_commands_promise() {
+        let hash = Value::Array(vec![bulk("state"), bulk("live"), bulk("total"), bulk("5")]);
+        let f = read_fields(&hash);
+        assert_eq!(f.get("state").map(String::as_str), Some("live"));
+        assert_eq!(f.len(), 2);
+        assert!(read_campaign(&Value::Array(vec![])).is_none());
+        let bl = Value::Array(vec![bulk("ip:10.0.0.9"), bulk("1700000000000")]);
+        assert_eq!(
+            read_blacklist(&bl).get("ip:10.0.0.9"),
+            Some(&1_700_000_000_000)
+        );
+        let t = Value::Array(vec![bulk("1700000000"), bulk("250000")]);
+        assert_eq!(read_time(&t), Some(1_700_000_000_250));
+        assert_eq!(
+            read_strings(&Value::Array(vec![bulk("a"), bulk("b")])),
+            vec!["a".to_string(), "b".to_string()]
+        );
+    }
+
+    #[test]
+    fn commands_name_the_keys_of_the_key_schema() {
+        let packed = |c: &Cmd| String::from_utf8_lossy(&c.get_packed_command()).into_owned();
+        assert!(packed(&version()).contains(keys::CONTROL_VERSION));
+        assert!(packed(&limits()).contains(keys::LIMITS));
+        let [zadd, bump, publish] = block("user:mallory", 42);
+        assert!(packed(&zadd).contains(keys::BLACKLIST) && packed(&zadd).contains("user:mallory"));
+        assert!(packed(&bump).contains(keys::BLACKLIST_VERSION));
+        assert!(packed(&publish).contains(keys::CONTROL_CHANNEL));
+        let record = node_record("n1", 3, "{}", 1000, 5, 60_000);
+        assert!(packed(&record[0]).contains(&keys::node("n1")));
+        assert!(packed(&record[0]).contains("shard:3"));
+    }
+}

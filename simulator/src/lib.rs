@@ -4,6 +4,7 @@
 //! - [`plan`]: the arrival plan, fixed before the run (open model);
 //! - [`engine`]: thread-per-core load with keep-alive pools per source address, latency
 //!   from the planned instant into HdrHistogram;
+//! - [`earn`]: the tickets accounts earn before the opening;
 //! - [`http`]: the lean HTTP/1.1 client the engine sends with;
 //! - [`run`]: sets up the sale, runs, checks the ledger and thresholds;
 //! - [`report`]: what a run found, who won, its summary and the metrics of `--fail-on`;
@@ -13,6 +14,7 @@
 //! - [`flood`]: malformed and slow-loris connections, to run beside a surge.
 
 pub mod burst;
+pub mod earn;
 pub mod engine;
 pub mod flood;
 pub mod http;

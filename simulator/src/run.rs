@@ -205,7 +205,7 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
             .enumerate()
             .map(|(i, t)| (t.clone(), plan::account_ip(s, i)))
             .collect();
-        let (mut t, seen) = engine::earn_tickets(&targets, &campaign, accounts, threads);
+        let (mut t, seen) = crate::earn::earn_tickets(&targets, &campaign, accounts, threads);
         t[plan::skipper_user(users)] = None;
         (t, seen)
     } else {

@@ -8,6 +8,11 @@ use std::time::Duration;
 
 use crate::auth::Secret;
 
+mod sections;
+pub use sections::{
+    AdminConfig, ControlConfig, HttpConfig, RedisClientConfig, TicketConfig, WorkerConfig,
+};
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
@@ -55,134 +60,6 @@ pub struct Config {
     pub admin: AdminConfig,
 }
 
-/// The admin listener: `/metrics`, `/healthz`, `/readyz`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AdminConfig {
-    /// Address of the admin listener (shard 0 serves it); empty turns it off.
-    pub listen: String,
-    /// When set, every admin request needs `Authorization: Bearer <token>`.
-    pub token: Option<String>,
-}
-
-impl Default for AdminConfig {
-    fn default() -> Self {
-        AdminConfig {
-            listen: "127.0.0.1:9090".into(),
-            token: None,
-        }
-    }
-}
-
-/// Proof-of-work challenges and the tickets they earn (campaigns with `require_ticket`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TicketConfig {
-    /// Leading zero bits a solution's SHA-256 needs (each bit doubles the work).
-    pub difficulty: u32,
-    pub challenge_ttl_s: u64,
-    pub ticket_ttl_s: u64,
-    /// Tickets are issued from this long before a campaign's `starts_at` (and while it
-    /// is live), never earlier.
-    pub window_s: u64,
-}
-
-impl Default for TicketConfig {
-    fn default() -> Self {
-        TicketConfig {
-            difficulty: 18,
-            challenge_ttl_s: 120,
-            ticket_ttl_s: 300,
-            window_s: 300,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct WorkerConfig {
-    /// Run the order worker inside `serve` (its own thread, off the shards).
-    pub enabled: bool,
-    /// Consumer name; each worker of a fleet needs its own, stable across restarts.
-    pub name: String,
-    /// The worker's own SQLite file.
-    pub db: PathBuf,
-    pub batch: usize,
-    /// Entries pending this long on a silent consumer are taken over.
-    pub claim_idle_ms: u64,
-}
-
-impl Default for WorkerConfig {
-    fn default() -> Self {
-        WorkerConfig {
-            enabled: true,
-            name: "main".into(),
-            db: "data/orders/main.sqlite".into(),
-            batch: 512,
-            claim_idle_ms: 5_000,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct HttpConfig {
-    pub max_header_bytes: usize,
-    pub max_headers: usize,
-    pub max_body_bytes: usize,
-    /// A request's head must arrive within this time of its first byte.
-    pub header_timeout_ms: u64,
-    /// A keep-alive connection with no request for this long is closed.
-    pub idle_timeout_ms: u64,
-    pub max_connections_per_shard: usize,
-    /// How long a stopping node keeps serving, reporting itself not ready, before it
-    /// stops accepting: time for a load balancer's health checks to take it out.
-    pub drain_ms: u64,
-    /// How long a stopping node lets in-flight requests finish.
-    pub shutdown_grace_ms: u64,
-    /// Peers whose `X-Forwarded-For` names the client (load balancers, proxies).
-    pub trusted_proxies: Vec<String>,
-    /// Client IPs and users a shard tracks for rate limits at most (memory bound).
-    pub max_tracked_clients: usize,
-    /// Event streams one client address may hold open on a shard: each holds a
-    /// connection for as long as the client likes.
-    pub max_event_streams_per_client: u32,
-    /// Event streams a shard holds open in all; below `max_connections_per_shard`, so that
-    /// purchases always find a connection.
-    pub max_event_streams_per_shard: usize,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RedisClientConfig {
-    pub connect_timeout_ms: u64,
-    /// A command without a reply by then fails, and the request answers 503.
-    pub command_timeout_ms: u64,
-    /// Longest wait between reconnection attempts.
-    pub max_backoff_ms: u64,
-    /// How long an `Idempotency-Key` is remembered.
-    pub idempotency_ttl_s: u64,
-    /// Replicas that must confirm a batch of commands (`WAIT`) before its replies are
-    /// acknowledged; 0 acknowledges on the master's word. With a replica that will be
-    /// promoted when its master dies, 1 is what makes an acknowledged purchase survive.
-    pub wait_replicas: u32,
-    /// How long `WAIT` waits for them; a batch not confirmed by then answers 503
-    /// (outcome unknown). Below `command_timeout_ms`.
-    pub wait_timeout_ms: u64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ControlConfig {
-    /// How often each shard polls the control plane (pub/sub usually tells it sooner).
-    pub poll_ms: u64,
-    /// How often the rebalancer evens out stock and replays unfinished transfers.
-    pub rebalance_ms: u64,
-    /// How far this node's clock may be from Redis's before the node reports itself not
-    /// ready. Sales open by Redis's clock whatever the offset (see `clock`).
-    pub max_clock_skew_ms: u64,
-}
-
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -207,48 +84,6 @@ impl Default for Config {
             breaker: crate::guard::breaker::BreakerConfig::default(),
             tickets: TicketConfig::default(),
             admin: AdminConfig::default(),
-        }
-    }
-}
-
-impl Default for HttpConfig {
-    fn default() -> Self {
-        HttpConfig {
-            max_header_bytes: 8 * 1024,
-            max_headers: 32,
-            max_body_bytes: 4 * 1024,
-            header_timeout_ms: 5_000,
-            idle_timeout_ms: 30_000,
-            max_connections_per_shard: 20_000,
-            drain_ms: 2_000,
-            shutdown_grace_ms: 5_000,
-            trusted_proxies: Vec::new(),
-            max_tracked_clients: 100_000,
-            max_event_streams_per_client: 4,
-            max_event_streams_per_shard: 10_000,
-        }
-    }
-}
-
-impl Default for RedisClientConfig {
-    fn default() -> Self {
-        RedisClientConfig {
-            connect_timeout_ms: 100,
-            command_timeout_ms: 1_000,
-            max_backoff_ms: 1_000,
-            idempotency_ttl_s: 24 * 3600,
-            wait_replicas: 0,
-            wait_timeout_ms: 100,
-        }
-    }
-}
-
-impl Default for ControlConfig {
-    fn default() -> Self {
-        ControlConfig {
-            poll_ms: 250,
-            rebalance_ms: 1_000,
-            max_clock_skew_ms: 1_000,
         }
     }
 }
@@ -798,7 +633,7 @@ mod tests {
         assert!(c.limits.ip_rate > 0.0 && c.limits.user_rate > 0.0);
         assert_eq!(c.admin.listen, "127.0.0.1:9090");
         // And so is the file a node reads when given none.
-        let shipped = Config::from_toml(include_str!("../../config/dataplane.toml"))
+        let shipped = Config::from_toml(include_str!("../../../config/dataplane.toml"))
             .expect("config/dataplane.toml parses");
         assert!(!shipped.demo_issuer);
         assert!(shipped.limits.ip_rate > 0.0 && shipped.limits.user_rate > 0.0);

@@ -1,0 +1,157 @@
+//! The verdict on what was read: a pure function of the evidence and the time.
+
+use std::collections::{BTreeMap, HashMap};
+
+use seckill_core::keys::OrderId;
+
+use super::{Evidence, Report};
+
+/// Grace after a hold's deadline before it counts as overdue (the reaper runs each second).
+const OVERDUE_GRACE_MS: i64 = 5_000;
+
+pub(super) fn rank(status: &str) -> u8 {
+    match status {
+        "held" => 1,
+        "paid" | "expired" => 2,
+        "delivered" => 3,
+        _ => 0,
+    }
+}
+
+/// Judges what was read of one campaign at `now` (ms): the ledger's violations, and the
+/// orders Redis, the streams and the stores disagree on.
+pub fn judge(e: Evidence, now: i64) -> Report {
+    let Evidence {
+        campaign,
+        ledger,
+        orders,
+        stored,
+        stores,
+        streams,
+        deliveries,
+        bound,
+        hold_index,
+        taken,
+    } = e;
+    let mut r = Report {
+        campaign,
+        violations: ledger.violations.clone(),
+        ledger,
+        orders_in_redis: BTreeMap::new(),
+        orders_in_stores: BTreeMap::new(),
+        stores,
+        streams,
+        missing: vec![],
+        unknown: vec![],
+        mismatched: vec![],
+        undelivered: vec![],
+        delivered_twice: vec![],
+        codes_reused: vec![],
+        overdue_holds: vec![],
+        orphaned_holds: vec![],
+    };
+    let mut codes: HashMap<&str, &str> = HashMap::new();
+    for o in &orders {
+        *r.orders_in_redis.entry(o.status.clone()).or_default() += 1;
+        match stored.get(&o.order_id) {
+            None => r.missing.push(o.order_id.clone()),
+            Some((s, _)) if s != &o.status => {
+                r.mismatched
+                    .push((o.order_id.clone(), o.status.clone(), s.clone()))
+            }
+            Some(_) => {}
+        }
+        if o.status == "paid" {
+            r.undelivered.push(o.order_id.clone());
+        }
+        if o.status == "held" && o.pay_by_ms + OVERDUE_GRACE_MS < now {
+            r.overdue_holds.push(o.order_id.clone());
+        }
+        if deliveries.get(&o.order_id).copied().unwrap_or(0) > 1 {
+            r.delivered_twice.push(o.order_id.clone());
+        }
+        if let Some(code) = &o.license_key {
+            if let Some(other) = codes.insert(code, &o.order_id) {
+                r.codes_reused
+                    .push(format!("{code} ({other}, {})", o.order_id));
+            }
+        }
+    }
+    for (s, _) in stored.values() {
+        *r.orders_in_stores.entry(s.clone()).or_default() += 1;
+    }
+    let known: std::collections::HashSet<&str> =
+        orders.iter().map(|o| o.order_id.as_str()).collect();
+    let before_the_read = |id: &str| {
+        OrderId::parse(id).is_none_or(|o| o.seq <= taken.get(&o.partition).copied().unwrap_or(0))
+    };
+    r.unknown = stored
+        .keys()
+        .filter(|id| !known.contains(id.as_str()) && before_the_read(id))
+        .cloned()
+        .collect();
+    r.unknown.sort();
+    if let Some(bound) = &bound {
+        let mut seen: HashMap<&str, &str> = HashMap::new();
+        for (oid, code) in bound {
+            if let Some(other) = seen.insert(code, oid) {
+                r.codes_reused
+                    .push(format!("{code} bound to {other} and {oid}"));
+            }
+        }
+    }
+    let held: std::collections::HashSet<&str> = orders
+        .iter()
+        .filter(|o| o.status == "held")
+        .map(|o| o.order_id.as_str())
+        .collect();
+    r.orphaned_holds.extend(
+        hold_index
+            .into_iter()
+            .filter(|o| !held.contains(o.as_str())),
+    );
+
+    // Store differences are violations only once every event was read and acknowledged.
+    let drained = r.drained();
+    let findings = [
+        (
+            drained,
+            r.missing.len(),
+            "acknowledged orders missing from every store",
+        ),
+        (
+            drained,
+            r.unknown.len(),
+            "orders in a store that Redis has no record of",
+        ),
+        (
+            drained,
+            r.mismatched.len(),
+            "orders at another status in the stores than in Redis",
+        ),
+        (drained, r.undelivered.len(), "paid orders not delivered"),
+        (
+            true,
+            r.delivered_twice.len(),
+            "orders delivered more than once",
+        ),
+        (true, r.codes_reused.len(), "codes handed out twice"),
+        (
+            true,
+            r.overdue_holds.len(),
+            "holds past their deadline not released",
+        ),
+        (
+            true,
+            r.orphaned_holds.len(),
+            "hold-index entries without a held order",
+        ),
+    ];
+    let v: Vec<String> = findings
+        .iter()
+        .filter(|(counts, n, _)| *counts && *n > 0)
+        .map(|(_, n, what)| format!("{n} {what}"))
+        .collect();
+    r.violations.extend(v);
+    r
+}

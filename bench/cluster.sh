@@ -11,12 +11,8 @@ cd "$(dirname "$0")/.."
 rounds=${1:-3} secs=${2:-5} shards=${3:-1}
 cargo build --release -q -p seckill-dataplane -p seckill-simulator
 . bench/lib.sh
-rport=$(port)
-redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly yes --appendfsync always \
-    --dir "$work" >/dev/null &
-pids+=($!)
-for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
-single="redis://127.0.0.1:$rport"
+start_redis --appendonly yes --appendfsync always
+single_node=$node_redis single_ops=$ops_redis
 base=$(python3 - <<'PY'
 import random, socket
 def free(p):
@@ -30,34 +26,38 @@ while True:
         print(b); break
 PY
 )
-scripts/cluster.sh start "$base" "$work/cluster" >/dev/null
-trap 'scripts/cluster.sh stop "$base" >/dev/null; cleanup' EXIT
-cluster="redis://127.0.0.1:$base"
+# The cluster's files in $work: its users are $work/users, the single Redis's (same
+# passwords: scripts/redis-users.sh keeps them), and its stop logs in with them.
+scripts/cluster.sh start "$base" "$work" >/dev/null
+trap 'scripts/cluster.sh stop "$base" "$work" >/dev/null; cleanup' EXIT
+redis_urls "$base"
+cluster_node=$node_redis cluster_ops=$ops_redis
 
-# node URL [TOML]: a data plane node on that Redis, with that configuration; sets nport.
+# node URL [TOML]: a data plane node on that Redis (a node URL), with that configuration;
+# sets nport.
 node() {
   local p
   p=$(port)
   nport=$p
   printf '%s\n' "${2:-}" > "$work/node-$p.toml"
   $bin/seckill-dataplane serve --config "$work/node-$p.toml" --listen "127.0.0.1:$p" \
-      --admin-listen "" --no-worker --redis "$1" --shards "$shards" --secret-file "$work/secret" \
-      2>>"$work/dataplane.log" &
+      --admin-listen "" --no-worker --redis "$1" --redis-password-file "$node_password_file" \
+      --shards "$shards" --secret-file "$work/secret" 2>>"$work/dataplane.log" &
   pids+=($!)
   wait_http "http://127.0.0.1:$p"
 }
-node "$single"
+node "$single_node"
 one_port=$nport
-node "$cluster"
+node "$cluster_node"
 cluster_port=$nport
-node "$cluster" $'[redis_client]\nwait_replicas = 1'
+node "$cluster_node" $'[redis_client]\nwait_replicas = 1'
 durable_port=$nport
-for r in "$single" "$cluster"; do
-  redis=$r no_limits
-  for round in $(seq "$rounds"); do redis=$r open_campaign "c$round" 50000000 8; done
+for r in "$single_ops" "$cluster_ops"; do
+  ops_redis=$r no_limits
+  for round in $(seq "$rounds"); do ops_redis=$r open_campaign "c$round" 50000000 8; done
 done
 sleep 0.5
-# flat_out PORT REDIS CAMPAIGN: purchases answered per second.
+# flat_out PORT REDIS CAMPAIGN: purchases answered per second (REDIS: an ops URL).
 flat_out() {
   flat_out_scenario "$work/flat.toml" "http://127.0.0.1:$1" "$2" "$3" "$secs"
   $bin/seckill-sim run --scenario "$work/flat.toml" --json "$work/r.json" >/dev/null 2>&1 || true
@@ -65,9 +65,9 @@ flat_out() {
 }
 declare -A runs
 for round in $(seq "$rounds"); do
-  runs[one]+="$(flat_out "$one_port" "$single" "c$round") "
-  runs[cluster]+="$(flat_out "$cluster_port" "$cluster" "c$round") "
-  runs[durable]+="$(flat_out "$durable_port" "$cluster" "c$round") "
+  runs[one]+="$(flat_out "$one_port" "$single_ops" "c$round") "
+  runs[cluster]+="$(flat_out "$cluster_port" "$cluster_ops" "c$round") "
+  runs[durable]+="$(flat_out "$durable_port" "$cluster_ops" "c$round") "
 done
 o=$(echo "${runs[one]}" | median) c=$(echo "${runs[cluster]}" | median)
 printf 'purchase path, %s shard(s), seckill-sim flat out (64 connections), %s rounds of %s s, median purchases/s\n' "$shards" "$rounds" "$secs"

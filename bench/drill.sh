@@ -47,20 +47,27 @@ faketime_lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -1 || 
 cargo build --release -q -p seckill-dataplane -p seckill-simulator
 . bench/lib.sh
 rport=$(port) dport=$(port) aport=$(port)
-redis="redis://127.0.0.1:$rport"
+redis_urls "$rport"
 mkdir -p "$work/redis" "$work/content"
 head -c 65536 /dev/urandom > "$work/content/midnight-sessions.zip"
 sed -e 's/^hold_ttl_s = .*/hold_ttl_s = 8/' config/campaigns/demo.toml > "$work/campaign.toml"
+# redis_up: Redis with the users of make_users, on every start the same ones (users are
+# not in the append-only file: a restart reads them from the ACL file again).
 redis_up() {
+  make_users
   redis-server --port "$rport" --bind 127.0.0.1 --dir "$work/redis" --appendonly yes \
-      --appendfsync always --save "" --enable-debug-command local >>"$work/redis.log" 2>&1 &
+      --appendfsync always --save "" --enable-debug-command local \
+      --aclfile "$work/users/users.acl" >>"$work/redis.log" 2>&1 &
   redis_pid=$!
   pids+=($redis_pid)
-  for _ in $(seq 100); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.05; done
+  for _ in $(seq 100); do rcli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.05; done
 }
-# Every node: no worker of its own (the drill's worker runs apart), the demo's limits.
+# Every node: no worker of its own (the drill's worker runs apart), the demo's limits, no
+# drain on SIGTERM (no load balancer here to take it out: the skewed nodes stop at once).
 cat > "$work/dp.toml" <<TOML
 content_dir = "$work/content"
+[http]
+drain_ms = 0
 [worker]
 enabled = false
 [limits]
@@ -70,14 +77,16 @@ TOML
 # skewed_node OFFSET PORT ADMIN: a node of one shard whose clock is OFFSET off (libfaketime).
 skewed_node() {
   LD_PRELOAD="$faketime_lib" FAKETIME="$1" FAKETIME_DONT_FAKE_MONOTONIC=1 \
-    $bin/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.0.1:$2" --redis "$redis" \
+    $bin/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.0.1:$2" \
+      --redis "$node_redis" --redis-password-file "$node_password_file" \
       --admin-listen "127.0.0.1:$3" --shards 1 --secret-file "$work/secret" 2>>"$work/skew$2.log" &
   pids+=($!)
   skewed_pids+=($!)
   wait_http "http://127.0.0.1:$2"
 }
 node_up() {
-  $bin/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.0.1:$dport" --redis "$redis" \
+  $bin/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.0.1:$dport" \
+      --redis "$node_redis" --redis-password-file "$node_password_file" \
       --admin-listen "127.0.0.1:$aport" --shards 2 --secret-file "$work/secret" 2>>"$work/dataplane.log" &
   node_pid=$!
   pids+=($node_pid)
@@ -86,8 +95,8 @@ node_up() {
     { echo "the data plane did not start: $(tail -3 "$work/dataplane.log")" >&2; exit 1; }
 }
 worker_up() {
-  $bin/seckill-dataplane worker --redis "$redis" --secret-file "$work/secret" --name drill \
-      --db "$work/orders.sqlite" 2>>"$work/worker.log" &
+  $bin/seckill-dataplane worker --redis "$node_redis" --redis-password-file "$node_password_file" \
+      --secret-file "$work/secret" --name drill --db "$work/orders.sqlite" 2>>"$work/worker.log" &
   worker_pid=$!
   pids+=($worker_pid)
 }
@@ -115,7 +124,7 @@ fault_worker() {
 fault_redis_slow() {
   sleep 2
   # Redis answers nothing: the breaker opens and purchases are refused at once.
-  redis-cli -p "$rport" DEBUG SLEEP "$hung_s" >/dev/null
+  rcli -p "$rport" DEBUG SLEEP "$hung_s" >/dev/null
 }
 fault_redis() {
   sleep 2
@@ -170,8 +179,8 @@ drill() {
   # fsynced each second, so the disk's fsync stalls (up to 130 ms here) do not drown the
   # comparison. Every other drill has it fsynced on every write, as documented.
   case $fault in
-    fault_none | fault_flood) redis-cli -p "$rport" CONFIG SET appendfsync everysec >/dev/null ;;
-    *) redis-cli -p "$rport" CONFIG SET appendfsync always >/dev/null ;;
+    fault_none | fault_flood) rcli -p "$rport" CONFIG SET appendfsync everysec >/dev/null ;;
+    *) rcli -p "$rport" CONFIG SET appendfsync always >/dev/null ;;
   esac
   if [ "$fault" = fault_skew ]; then
     skewed_pids=()
@@ -184,7 +193,8 @@ drill() {
     extra=(--scheduled --profile constant --starts-in-s 3)
   fi
   $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "$target" \
-      --redis "$redis" --secret-file "$work/secret" --create "$work/campaign.toml" \
+      --redis "$ops_redis" --redis-password-file "$ops_password_file" \
+      --secret-file "$work/secret" --create "$work/campaign.toml" \
       --store "$work/orders.sqlite" --rate "$rate" --duration-s "$surge_s" --p99-ms 100000 \
       --fail-on "oversell==0" --json "$work/report.json" "${extra[@]}" > "$work/sim.txt" 2>&1 &
   local sim=$!
@@ -209,7 +219,8 @@ drill() {
   fi
   # Drain: holds expire after 8 s and the worker catches up.
   for _ in $(seq 60); do
-    $bin/seckill-dataplane reconcile --redis "$redis" "$id" --db "$work/orders.sqlite" --json > "$work/rec.json" 2>/dev/null || true
+    $bin/seckill-dataplane reconcile --redis "$ops_redis" --redis-password-file "$ops_password_file" \
+        "$id" --db "$work/orders.sqlite" --json > "$work/rec.json" 2>/dev/null || true
     python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))["report"]
@@ -279,7 +290,8 @@ PY
 # none expires under a later drill.
 echo "== warm-up" >&2
 $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
-    --redis "$redis" --secret-file "$work/secret" --create config/campaigns/demo.toml \
+    --redis "$ops_redis" --redis-password-file "$ops_password_file" \
+    --secret-file "$work/secret" --create config/campaigns/demo.toml \
     --store "$work/orders.sqlite" --rate "$rate" --duration-s 4 --p99-ms 100000 > /dev/null 2>&1 || true
 
 drill "no fault (reference)" fault_none

@@ -6,6 +6,7 @@
 #   bench/http-ceiling.sh [SHARDS] [ROUNDS] [SECONDS]
 #   SERVE_ARGS="--no-pin" bench/http-ceiling.sh 2    # extra flags for the data plane
 #   BASELINE=path/to/an/older/seckill-dataplane bench/http-ceiling.sh   # measured beside
+#   (a build that logs in to Redis with --redis-password-file, as every node here does)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shards=${1:-1} rounds=${2:-3} secs=${3:-5}
@@ -17,7 +18,8 @@ cargo build --release -q -p seckill-dataplane
 start_redis
 start_nginx "$shards"
 dport=$(port)
-$bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" --redis "$redis" \
+$bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" \
+    --redis "$node_redis" --redis-password-file "$node_password_file" \
     --shards "$shards" --demo-issuer --secret-file "$work/secret" ${SERVE_ARGS:-} 2>"$work/dataplane.log" &
 pids+=($!)
 wait_http "http://127.0.0.1:$dport"
@@ -26,7 +28,8 @@ buy_the_unit "http://127.0.0.1:$dport"
 nodes=("$dport")
 if [ -n "${BASELINE:-}" ]; then
   bport=$(port)
-  "$BASELINE" serve --listen "127.0.0.1:$bport" --admin-listen "" --redis "$redis" \
+  "$BASELINE" serve --listen "127.0.0.1:$bport" --admin-listen "" \
+      --redis "$node_redis" --redis-password-file "$node_password_file" \
       --shards "$shards" --demo-issuer --secret-file "$work/secret" ${SERVE_ARGS:-} 2>"$work/baseline.log" &
   pids+=($!)
   wait_http "http://127.0.0.1:$bport"
@@ -35,7 +38,10 @@ fi
 code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/api/campaigns/bench/purchase" -H "Authorization: Bearer $SECKILL_TOKEN")
 [ "$code" = 409 ] || { echo "expected 409 sold_out, got $code" >&2; exit 1; }
 
-limits() { $bin/seckill-dataplane limits --redis "$redis" set "$@" >/dev/null; sleep 0.5; }
+limits() {
+  $bin/seckill-dataplane limits --redis "$ops_redis" --redis-password-file "$ops_password_file" set "$@" >/dev/null
+  sleep 0.5
+}
 rate() { wrk -t$threads -c$conns -d${secs}s "$@" 2>/dev/null | awk '/Requests\/sec/ {print $2}'; }
 declare -A runs
 for r in $(seq "$rounds"); do

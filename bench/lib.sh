@@ -1,6 +1,6 @@
 # Sourced by the bench scripts: a scratch dir removed at exit with every process started,
-# free ports, a throwaway redis-server, nginx `return 200`, and the sold-out campaign
-# every request of which ends on the shard.
+# free ports, a throwaway redis-server with the managed Redis's users, nginx `return 200`,
+# and the sold-out campaign every request of which ends on the shard.
 
 # The release binaries, wherever cargo puts them.
 bin="${CARGO_TARGET_DIR:-target}/release"
@@ -9,15 +9,41 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-head -c 32 /dev/urandom | base64 > "$work/secret"
+# The nodes' HMAC secret (44 bytes): private from the start, as a node refuses a secret
+# file its group or others may read.
+(umask 077 && head -c 32 /dev/urandom | base64 > "$work/secret")
 
-# start_redis: a redis-server without persistence; sets rport and redis.
+# make_users: the managed Redis's ACL users (scripts/redis-users.sh) in $work/users, so
+# the bench logs in as production does: the default user off, nodes and order workers
+# as seckill-node, the CLI and the simulator as seckill-ops, redis-cli as seckill-admin
+# (rcli). Passwords stay in their files (mode 0600), never on a command line: programs
+# read them with --redis-password-file, redis-cli from REDISCLI_AUTH. Run again, it
+# keeps the passwords. Sets and exports node_password_file and ops_password_file.
+make_users() {
+  scripts/redis-users.sh "$work/users"
+  export node_password_file="$work/users/node.password" ops_password_file="$work/users/ops.password"
+  REDISCLI_AUTH=$(cat "$work/users/admin.password")
+  export REDISCLI_AUTH
+}
+# rcli ARGS...: redis-cli as the maintenance user (DEBUG, CONFIG, INFO are beyond the others).
+rcli() { redis-cli --user seckill-admin "$@"; }
+# redis_urls PORT: sets and exports the URLs by which programs log in to the Redis on PORT:
+# node_redis (nodes, order workers) and ops_redis (the CLI, the simulator).
+redis_urls() {
+  export node_redis="redis://seckill-node@127.0.0.1:$1" ops_redis="redis://seckill-ops@127.0.0.1:$1"
+}
+
+# start_redis [OPTION...]: a redis-server without persistence (redis-server options given
+# override that) with the users of make_users; sets rport, node_redis and ops_redis. Its
+# --aclfile is absolute ($work is), as redis-server reads it after changing to --dir.
 start_redis() {
   rport=$(port)
-  redis="redis://127.0.0.1:$rport"
-  redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >/dev/null &
+  make_users
+  redis_urls "$rport"
+  redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
+      --aclfile "$work/users/users.acl" "$@" >/dev/null &
   pids+=($!)
-  for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  for _ in $(seq 50); do rcli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
 }
 
 # start_nginx WORKERS: nginx `return 200` with that many workers; sets nport.
@@ -41,10 +67,10 @@ NGINX
 
 wait_http() { for _ in $(seq 100); do curl -sf "$1/api/time" >/dev/null 2>&1 && break; sleep 0.1; done; }
 
-# token URL USER: a shopper's token from the demo issuer.
+# token URL USER: a shopper's token from the demo issuer (the node needs --demo-issuer).
 token() { curl -s -XPOST "$1/api/session" -d "{\"user_id\":\"$2\"}" | python3 -c 'import sys,json; print(json.load(sys.stdin)["token"])'; }
 
-# open_campaign ID TOTAL PARTITIONS: creates, arms and starts a campaign in $redis
+# open_campaign ID TOTAL PARTITIONS: creates, arms and starts a campaign in $ops_redis
 # (one unit per buyer, an hour to pay).
 open_campaign() {
   cat > "$work/$1.toml" <<TOML
@@ -56,16 +82,16 @@ per_user_limit = 1
 hold_ttl_s = 3600
 price_cents = 1
 TOML
-  local c=($bin/seckill-dataplane campaign --redis "$redis")
+  local c=($bin/seckill-dataplane campaign --redis "$ops_redis" --redis-password-file "$ops_password_file")
   "${c[@]}" create --file "$work/$1.toml" >/dev/null
   "${c[@]}" arm "$1" >/dev/null
   "${c[@]}" start "$1" >/dev/null
 }
 
-# no_limits: every rate limit, the automatic blocking and admission off, in $redis.
+# no_limits: every rate limit, the automatic blocking and admission off, in $ops_redis.
 no_limits() {
-  $bin/seckill-dataplane limits --redis "$redis" set ip_rate=0 user_rate=0 \
-      auto_block_refusals=0 admission_rate=0 >/dev/null
+  $bin/seckill-dataplane limits --redis "$ops_redis" --redis-password-file "$ops_password_file" \
+      set ip_rate=0 user_rate=0 auto_block_refusals=0 admission_rate=0 >/dev/null
 }
 
 # sold_out_campaign: campaign "bench" with one unit, open, and the limits lifted.
@@ -90,11 +116,12 @@ median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR
 
 # flat_out_scenario FILE TARGET_URL REDIS CAMPAIGN SECONDS: a simulator scenario that
 # sends purchases as fast as 64 connections allow, each from a shopper not seen before,
-# on an existing campaign.
+# on an existing campaign; REDIS is an ops URL (its password is $ops_password_file).
 flat_out_scenario() {
   cat > "$1" <<TOML
 target = "$2"
 redis = "$3"
+redis_password_file = "$ops_password_file"
 secret_file = "$work/secret"
 duration_s = $5
 threads = 1
@@ -130,7 +157,8 @@ ip_rate = 50
 ip_burst = 100
 TOML
   $bin/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.0.1:$dport" \
-      --redis "$redis" --shards "$1" --secret-file "$work/secret" 2>"$work/dataplane.log" &
+      --redis "$node_redis" --redis-password-file "$node_password_file" --shards "$1" \
+      --secret-file "$work/secret" 2>"$work/dataplane.log" &
   node=$!
   pids+=($node)
   wait_http "http://127.0.0.1:$dport"

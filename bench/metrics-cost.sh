@@ -2,7 +2,8 @@
 # What metrics cost on the hot path: wrk on a sold-out purchase (it ends on the shard,
 # so the counting is a visible share of the work) with nobody scraping, with /metrics
 # scraped every second, and every 100 ms; alternating, several rounds, medians. With
-# BASELINE=path/to/an/older/seckill-dataplane, that binary is measured in the same run.
+# BASELINE=path/to/an/older/seckill-dataplane, that binary is measured in the same run
+# (a build that logs in to Redis with --redis-password-file, as every node here does).
 #
 #   bench/metrics-cost.sh [ROUNDS] [SECONDS]
 set -euo pipefail
@@ -20,7 +21,8 @@ start() {
   local admin=(--admin-listen "127.0.0.1:$aport")
   "$1" serve --help | grep -q admin-listen || admin=()
   : > "$work/empty.toml"
-  "$1" serve --config "$work/empty.toml" --listen "127.0.0.1:$dport" "${admin[@]}" --redis "$redis" --shards 1 \
+  "$1" serve --config "$work/empty.toml" --listen "127.0.0.1:$dport" "${admin[@]}" \
+      --redis "$node_redis" --redis-password-file "$node_password_file" --shards 1 \
       --demo-issuer --secret-file "$work/secret" 2>>"$work/serve.log" &
   node=$!
   wait_http "http://127.0.0.1:$dport"

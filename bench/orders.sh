@@ -7,39 +7,35 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 orders=${1:-20000}
 cargo build --release -q
-bin="${CARGO_TARGET_DIR:-target}/release"
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-rport=$(port) dport=$(port)
-redis="redis://127.0.0.1:$rport"
-redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >/dev/null &
-pids+=($!)
-head -c 32 /dev/urandom | base64 > "$work/secret"
-for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+# The scratch dir, the secret and a Redis with the managed users (lib.sh).
+. bench/lib.sh
+start_redis
+dport=$(port)
 campaign() {
   printf 'id="%s"\nname="bench"\ntotal=%s\npartitions=8\nper_user_limit=1\nhold_ttl_s=600\nprice_cents=1\n' "$1" "$orders" > "$work/$1.toml"
-  $bin/seckill-dataplane campaign --redis "$redis" create --file "$work/$1.toml" >/dev/null
-  $bin/seckill-dataplane campaign --redis "$redis" arm "$1" >/dev/null
-  $bin/seckill-dataplane campaign --redis "$redis" start "$1" >/dev/null
+  local c=($bin/seckill-dataplane campaign --redis "$ops_redis" --redis-password-file "$ops_password_file")
+  "${c[@]}" create --file "$work/$1.toml" >/dev/null
+  "${c[@]}" arm "$1" >/dev/null
+  "${c[@]}" start "$1" >/dev/null
   sleep 0.6
 }
 serve() {
-  $bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" --redis "$redis" --shards 1 --demo-issuer \
+  $bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" \
+      --redis "$node_redis" --redis-password-file "$node_password_file" --shards 1 --demo-issuer \
       --secret-file "$work/secret" "$@" 2>>"$work/serve.log" &
   server=$!
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$dport/api/time" >/dev/null 2>&1 && break; sleep 0.1; done
 }
 burst() {
-  $bin/seckill-sim burst --target "http://127.0.0.1:$dport" --redis "$redis" --campaign "$1" \
+  $bin/seckill-sim burst --target "http://127.0.0.1:$dport" \
+      --redis "$ops_redis" --redis-password-file "$ops_password_file" --campaign "$1" \
       --users "$orders" --requests "$orders" --concurrency 64 --pay 1 | awk 'NR == 1'
 }
 drained() {  # campaign store...
   local c=$1; shift
   local args=(); for d in "$@"; do args+=(--db "$d"); done
-  $bin/seckill-dataplane reconcile "$c" --redis "$redis" --json "${args[@]}" 2>/dev/null \
+  $bin/seckill-dataplane reconcile "$c" --redis "$ops_redis" --redis-password-file "$ops_password_file" \
+      --json "${args[@]}" 2>/dev/null \
     | python3 -c 'import sys,json; r=json.load(sys.stdin)["report"]; s=r["streams"]; sys.exit(0 if s["pending"]==0 and s["lag"]==0 and not r["missing"] and not r["undelivered"] and not r["mismatched"] else 1)'
 }
 
@@ -47,16 +43,17 @@ echo "== worker throughput: $orders orders bought and paid with no worker runnin
 serve --no-worker
 campaign backlog
 burst backlog
-events=$(redis-cli -p "$rport" eval "local n=0 for i=0,7 do n=n+redis.call('XLEN','sk:{backlog.'..i..'}:events') end return n" 0)
+events=$(rcli -p "$rport" eval "local n=0 for i=0,7 do n=n+redis.call('XLEN','sk:{backlog.'..i..'}:events') end return n" 0)
 printf '[worker]\nname="solo"\ndb="%s/solo.sqlite"\n' "$work" > "$work/worker.toml"
 start=$(date +%s.%N)
-$bin/seckill-dataplane worker --config "$work/worker.toml" --redis "$redis" --secret-file "$work/secret" 2>"$work/worker.log" &
+$bin/seckill-dataplane worker --config "$work/worker.toml" --redis "$node_redis" \
+    --redis-password-file "$node_password_file" --secret-file "$work/secret" 2>"$work/worker.log" &
 worker=$!; pids+=($worker)
 for _ in $(seq 1200); do drained backlog "$work/solo.sqlite" && break; sleep 0.1; done
 end=$(date +%s.%N)
 kill -INT $worker; wait $worker 2>/dev/null || true
 secs=$(echo "$end - $start" | bc -l)
-total=$(redis-cli -p "$rport" eval "local n=0 for i=0,7 do n=n+redis.call('XLEN','sk:{backlog.'..i..'}:events') end return n" 0)
+total=$(rcli -p "$rport" eval "local n=0 for i=0,7 do n=n+redis.call('XLEN','sk:{backlog.'..i..'}:events') end return n" 0)
 printf 'drained %s events (%s orders held, paid and delivered; %s delivered events) in %.2f s: %.0f orders/s, %.0f events/s\n' \
   "$total" "$orders" "$((total - events))" "$secs" "$(echo "$orders / $secs" | bc -l)" "$(echo "$total / $secs" | bc -l)"
 kill -INT $server; wait $server 2>/dev/null || true

@@ -14,7 +14,8 @@ cargo build --release -q -p seckill-dataplane
 . bench/lib.sh
 start_redis
 dport=$(port)
-$bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" --redis "$redis" \
+$bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" \
+    --redis "$node_redis" --redis-password-file "$node_password_file" \
     --shards 1 --demo-issuer --secret-file "$work/secret" 2>"$work/dataplane.log" &
 node=$!
 pids+=($node)

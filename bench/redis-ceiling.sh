@@ -17,8 +17,8 @@ redis_pid=${pids[-1]}
 dport=$(port)
 : > "$work/empty.toml"
 $bin/seckill-dataplane serve --config "$work/empty.toml" --listen "127.0.0.1:$dport" \
-    --admin-listen "" --no-worker --redis "$redis" --shards "$shards" --secret-file "$work/secret" \
-    2>"$work/dataplane.log" &
+    --admin-listen "" --no-worker --redis "$node_redis" --redis-password-file "$node_password_file" \
+    --shards "$shards" --secret-file "$work/secret" 2>"$work/dataplane.log" &
 pids+=($!)
 wait_http "http://127.0.0.1:$dport"
 no_limits
@@ -27,10 +27,16 @@ open_campaign rb 50000000 1
 # One campaign per round for the data plane: its shoppers are new in every round.
 for r in $(seq "$rounds"); do open_campaign "dp$r" 50000000 1; done
 sleep 0.5
-sha=$(redis-cli -p "$rport" SCRIPT LOAD "$(cat dataplane/src/scripts/purchase.lua)")
+# The data plane's purchase script, read apart so that a missing file stops the run (set -e).
+purchase_lua=$(cat core/src/scripts/purchase.lua)
+sha=$(rcli -p "$rport" SCRIPT LOAD "$purchase_lua")
+# redis-benchmark takes a password only on its command line (-a), where none belongs: it
+# logs in as a user of its own that needs none (any -a will do), limited to campaign
+# rb's keys and, like the nodes' user, to commands outside @dangerous.
+rcli -p "$rport" ACL SETUSER seckill-bench on nopass '~sk:{rb.*' +@all -@dangerous >/dev/null
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$redis_pid/stat"; }
-evalsha_calls() { redis-cli -p "$rport" INFO commandstats | tr -d '\r' | awk -F'[=,]' '/^cmdstat_evalsha:/ {print $2}'; }
+evalsha_calls() { rcli -p "$rport" INFO commandstats | tr -d '\r' | awk -F'[=,]' '/^cmdstat_evalsha:/ {print $2}'; }
 hz=$(getconf CLK_TCK)
 # measure CMD...: runs CMD while sampling Redis's CPU time and its EVALSHA count every
 # 100 ms; prints "scripts/s cpu_µs_per_script" over the samples where scripts ran (so
@@ -56,11 +62,12 @@ else:
 PY
 }
 rb_run() {
-  measure redis-benchmark -p "$rport" -P 16 -c 16 -n $((secs * 60000)) -r 100000000 -q \
+  measure redis-benchmark -p "$rport" --user seckill-bench -a none \
+      -P 16 -c 16 -n $((secs * 60000)) -r 100000000 -q \
       EVALSHA "$sha" 5 "sk:{rb.0}:part" "sk:{rb.0}:buyers" "sk:{rb.0}:holds" "sk:{rb.0}:events" \
       "sk:{rb.0}:idem:u__rand_int__:k" "u__rand_int__" 1 rb 0 "sk:{rb.0}:order:" 86400 "" ""
 }
-flat_out_scenario "$work/flat-out.toml" "http://127.0.0.1:$dport" "$redis" dp1 "$secs"
+flat_out_scenario "$work/flat-out.toml" "http://127.0.0.1:$dport" "$ops_redis" dp1 "$secs"
 dp_run() {
   measure $bin/seckill-sim run --scenario "$work/flat-out.toml" --campaign "dp$1"
 }

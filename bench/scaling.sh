@@ -13,14 +13,14 @@ start_redis
 dport=$(port)
 : > "$work/empty.toml"
 $bin/seckill-dataplane serve --config "$work/empty.toml" --listen "127.0.0.1:$dport" \
-    --admin-listen "" --redis "$redis" --shards 1 --secret-file "$work/secret" \
-    --no-worker 2>"$work/dataplane.log" &
+    --admin-listen "" --redis "$node_redis" --redis-password-file "$node_password_file" \
+    --shards 1 --secret-file "$work/secret" --no-worker 2>"$work/dataplane.log" &
 node=$!
 pids+=($node)
 wait_http "http://127.0.0.1:$dport"
 no_limits
 rss() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$node/status"; }
-redis_mb() { redis-cli -p "$rport" INFO memory | tr -d '\r' | awk -F: '/^used_memory:/ {printf "%.0f", $2 / 1048576}'; }
+redis_mb() { rcli -p "$rport" INFO memory | tr -d '\r' | awk -F: '/^used_memory:/ {printf "%.0f", $2 / 1048576}'; }
 printf 'one node, 1 shard; %s s at %s purchases/s planned; stock ample (every purchase runs the script)\n' "$secs" "$rate"
 printf '%-10s %-11s %-10s %10s %9s %9s %10s %10s\n' users partitions addresses "answered/s" "p50 ms" "p99 ms" "node MB" "redis MB"
 printf '%-10s %-11s %-10s %10s %9s %9s %10s %10s\n' "(start)" "" "" "" "" "" "$(rss)" "$(redis_mb)"
@@ -32,7 +32,8 @@ for spec in "10000 8 4096" "1000000 8 65536" "10000 1 4096" "10000 64 4096"; do
   sleep 0.5
   cat > "$work/s$n.toml" <<TOML
 target = "http://127.0.0.1:$dport"
-redis = "$redis"
+redis = "$ops_redis"
+redis_password_file = "$ops_password_file"
 secret_file = "$work/secret"
 duration_s = $secs
 threads = 1

@@ -16,7 +16,8 @@ cargo build --release -q -p seckill-dataplane -p seckill-simulator
 . bench/lib.sh
 start_redis
 dport=$(port)
-$bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" --redis "$redis" \
+$bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" \
+    --redis "$node_redis" --redis-password-file "$node_password_file" \
     --shards 1 --demo-issuer --secret-file "$work/secret" 2>"$work/dataplane.log" &
 pids+=($!)
 wait_http "http://127.0.0.1:$dport"
@@ -33,7 +34,8 @@ wrk_rate() {
 # answers, so the simulator sends as fast as its connections let it.
 cat > "$work/flat-out.toml" <<TOML
 target = "http://127.0.0.1:1"
-redis = "$redis"
+redis = "$ops_redis"
+redis_password_file = "$ops_password_file"
 secret_file = "$work/secret"
 duration_s = $secs
 threads = 1

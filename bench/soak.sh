@@ -27,7 +27,7 @@ echo 0 > "$work/launches"
   while kill -0 "$node" 2>/dev/null; do
     rss=$(awk '/VmRSS/ {print $2}' "/proc/$node/status")
     fds=$(ls "/proc/$node/fd" | wc -l)
-    mem=$(redis-cli -p "$rport" info memory | awk -F: '/^used_memory:/ {print $2+0}')
+    mem=$(rcli -p "$rport" info memory | awk -F: '/^used_memory:/ {print $2+0}')
     echo "$(( $(date +%s) - start )),$(cat "$work/launches"),$rss,$fds,$mem" >> "$csv"
     sleep 1
   done
@@ -38,8 +38,8 @@ end=$(( $(date +%s) + minutes * 60 ))
 launches=0 failed=0
 while [ "$(date +%s)" -lt "$end" ]; do
   if ! $bin/seckill-sim run --scenario config/scenarios/launch.toml \
-      --target "http://127.0.0.1:$dport" --redis "$redis" --secret-file "$work/secret" \
-      --create "$work/campaign.toml" --store "$work/orders.sqlite" --rate "$rate" \
+      --target "http://127.0.0.1:$dport" --redis "$ops_redis" --redis-password-file "$ops_password_file" \
+      --secret-file "$work/secret" --create "$work/campaign.toml" --store "$work/orders.sqlite" --rate "$rate" \
       --seed "$launches" --p99-ms 1000 \
       --fail-on "oversell==0,violations==0,retry_mismatches==0,unanswered==0,missing==0,delivered_twice==0" \
       --json "$work/report.json" > "$work/launch.txt" 2>&1; then

@@ -199,20 +199,29 @@ fn arm_locked(
             .invoke(con)?;
         ensure_group(con, &k.events())?;
     }
-    if c.spec.require_ticket {
-        let cap = u64::from(c.spec.ticket_factor) * c.spec.total;
-        let _: () = con.hset_multiple(
-            TicketKeys::new(id).rules(),
-            &[
-                ("state", State::Armed.as_str().to_string()),
-                ("starts_at_ms", c.starts_at_ms.unwrap_or(0).to_string()),
-                ("cap", cap.to_string()),
-            ],
-        )?;
-    }
+    mirror_ticket_rules(con, c, State::Armed)?;
     set_state(con, id, State::Armed, &[State::Arming], "arm")?;
     changed(con, id)?;
     get(con, id)
+}
+
+/// Mirrors what the ticket script checks into the campaign's ticket slot: the state, the
+/// opening and the cap, whole each time (a campaign armed before the mirror existed gets
+/// it with its next change).
+fn mirror_ticket_rules(con: &mut Connection, c: &Campaign, state: State) -> Result<()> {
+    if !c.spec.require_ticket {
+        return Ok(());
+    }
+    let cap = u64::from(c.spec.ticket_factor) * c.spec.total;
+    let _: () = con.hset_multiple(
+        TicketKeys::new(&c.spec.id).rules(),
+        &[
+            ("state", state.as_str().to_string()),
+            ("starts_at_ms", c.starts_at_ms.unwrap_or(0).to_string()),
+            ("cap", cap.to_string()),
+        ],
+    )?;
+    Ok(())
 }
 
 /// Creates the workers' consumer group on a stream (and the stream), unless it exists.
@@ -239,9 +248,7 @@ pub fn act(con: &mut Connection, id: &str, action: Action) -> Result<Campaign> {
     for p in 0..c.spec.partitions {
         let _: () = con.hset(PartitionKeys::new(id, p).part(), "state", to.as_str())?;
     }
-    if c.spec.require_ticket {
-        let _: () = con.hset(TicketKeys::new(id).rules(), "state", to.as_str())?;
-    }
+    mirror_ticket_rules(con, &c, to)?;
     changed(con, id)?;
     Ok(c)
 }

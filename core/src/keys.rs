@@ -91,7 +91,8 @@ impl TicketKeys {
         format!("{}:tickets", self.tag)
     }
     /// Hash: the campaign's state, `starts_at_ms` and ticket cap, mirrored here so the
-    /// issuing script checks them in the same slot.
+    /// issuing script checks them in the same slot. (A node may write it: Redis counts
+    /// every key a script declares as written. A node holds the signing secret anyway.)
     pub fn rules(&self) -> String {
         format!("{}:rules", self.tag)
     }

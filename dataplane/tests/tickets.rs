@@ -153,7 +153,25 @@ fn no_tickets_for_drafts_or_before_the_window_ahead_of_the_opening() {
     assert_eq!(issue(&mut con, "draft", 60_000), "unknown");
     assert_eq!(issue(&mut con, "later", 60_000), "early");
     assert_eq!(issue(&mut con, "later", 2 * 3_600_000), "ok");
+    // A campaign whose mirror lacks the cap (armed before the mirror held it) gets it
+    // back whole with its next change.
+    let _: () = redis::cmd("HDEL")
+        .arg(TicketKeys::new("later").rules())
+        .arg("cap")
+        .query(&mut con)
+        .expect("hdel");
+    assert_eq!(issue(&mut con, "later", 2 * 3_600_000), "unknown");
+    // Started ahead of its opening, it is live: the window still counts.
     control::act(&mut con, "later", Action::Start).expect("start");
+    wait_state(&node, "later", "live");
+    assert_eq!(issue(&mut con, "later", 60_000), "early");
+    assert_eq!(issue(&mut con, "later", 2 * 3_600_000), "same");
+    let (code, body) = c.post("/api/campaigns/later/challenge", Some(&t), "");
+    assert_eq!(
+        (code, body["error"].as_str()),
+        (425, Some("not_started")),
+        "{body}"
+    );
     control::act(&mut con, "later", Action::Stop).expect("stop");
     assert_eq!(issue(&mut con, "later", 60_000), "ended");
 }

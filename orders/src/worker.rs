@@ -63,6 +63,9 @@ pub struct WorkerStats {
 struct Stream {
     key: String,
     last_claim: Option<Instant>,
+    /// Where the next `XAUTOCLAIM` goes on: orders held back undelivered stay pending,
+    /// and a scan that always began at the start would never reach past them.
+    claim_from: String,
 }
 
 pub struct Worker {
@@ -130,6 +133,7 @@ impl Worker {
                     self.streams.push(Stream {
                         key,
                         last_claim: None,
+                        claim_from: "0-0".into(),
                     });
                 }
             }
@@ -157,10 +161,12 @@ impl Worker {
                     .arg(keys::WORKER_GROUP)
                     .arg(&self.opts.name)
                     .arg(self.opts.claim_idle.as_millis() as u64)
-                    .arg("0-0")
+                    .arg(&s.claim_from)
                     .arg("COUNT")
                     .arg(self.opts.batch)
                     .query(&mut self.con)?;
+                // "0-0" when the scan reached the end: the next one starts over.
+                s.claim_from = claimed.next_stream_id;
                 entries.extend(claimed.claimed.into_iter().map(|e| (i, e)));
             }
             reads.xread_options(&[&s.key], &[">"], &opts);

@@ -12,7 +12,9 @@ pub struct Scenario {
     /// The data plane: one URL, or several separated by commas (each source address
     /// talks to one of them, as a load balancer with source affinity would route it).
     pub target: String,
-    /// The control plane: `redis://[user@]host:port` (the operators' user).
+    /// The control plane: `redis://[user@]host:port` (the operators' user). A report shows
+    /// it without any password.
+    #[serde(serialize_with = "redacted")]
     pub redis: String,
     /// File holding the Redis user's password (mode 0600).
     #[serde(default)]
@@ -201,6 +203,10 @@ pub struct Overrides {
     /// `p99<50ms,bot_wins==0,oversell==0`.
     #[arg(long)]
     pub fail_on: Option<String>,
+}
+
+fn redacted<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&seckill_core::secrets::redact(url))
 }
 
 impl Scenario {

@@ -15,9 +15,11 @@ if state == 'ended' then return {'ended'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local starts = tonumber(rules[2]) or 0
-if state == 'armed' and starts > 0 and now < starts - tonumber(ARGV[4]) then
+if starts > 0 and now < starts - tonumber(ARGV[4]) then
   return {'early', starts}
 end
+local cap = tonumber(rules[3])
+if not cap then return {'unknown'} end
 if redis.call('DEL', KEYS[1]) == 0 then return {'gone'} end
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
 if #expired > 0 then
@@ -28,7 +30,7 @@ if #expired > 0 then
 end
 local mine = redis.call('HGET', KEYS[3], ARGV[1])
 if mine then return {'same', mine, redis.call('ZSCORE', KEYS[2], ARGV[1])} end
-if redis.call('ZCARD', KEYS[2]) >= tonumber(rules[3]) then return {'exhausted'} end
+if redis.call('ZCARD', KEYS[2]) >= cap then return {'exhausted'} end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 return {'ok'}

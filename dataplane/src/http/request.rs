@@ -58,6 +58,8 @@ impl<'a> Route<'a> {
                 | Route::Challenge(_)
                 | Route::Ticket(_)
                 | Route::Events(_)
+                | Route::Order(_)
+                | Route::Download(_)
         )
     }
 

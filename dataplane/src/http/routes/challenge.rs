@@ -36,9 +36,10 @@ fn open_for_tickets(shard: &Shard, id: &str) -> Result<(), ApiError> {
                 State::Draft | State::Arming => Err(ApiError::UnknownCampaign),
                 _ if !c.spec.require_ticket => Err(ApiError::NoTickets),
                 State::Ended => Err(ApiError::Ended),
-                State::Armed
-                    if c.starts_at_ms
-                        .is_some_and(|s| crate::now_ms() < s - window_ms) =>
+                // Armed, or started ahead of a set opening: the window counts either way.
+                _ if c
+                    .starts_at_ms
+                    .is_some_and(|s| crate::now_ms() < s - window_ms) =>
                 {
                     Err(ApiError::NotStarted {
                         starts_at_ms: c.starts_at_ms,

@@ -259,7 +259,14 @@ fn authenticate(shard: &Shard, req: &Request<Incoming>) -> Result<String, ApiErr
     Ok(user)
 }
 
-/// Reads a bounded JSON body, within the header timeout; an empty body reads as `{}`.
+/// A refusal decided before the body was read. What has come of the body is read first
+/// (a moment at most): a connection closed on unread bytes cannot carry the client's next
+/// request, and a client that reuses it loses that request.
+async fn before_body<T>(req: Request<Incoming>, refused: ApiError) -> Result<T, ApiError> {
+    discard(req.into_body()).await;
+    Err(refused)
+}
+
 /// Reads and drops a refused body for a moment, up to 64 KB.
 async fn discard(mut body: Incoming) {
     let drain = async {

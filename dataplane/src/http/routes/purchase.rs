@@ -8,7 +8,7 @@ use crate::campaign::State;
 use crate::guard::pow;
 use crate::http::reply::{ok, Reply};
 use crate::http::request::{self, PurchaseBody};
-use crate::http::{authenticate, read_json, ApiError};
+use crate::http::{authenticate, before_body, read_json, ApiError};
 use crate::shard::Shard;
 use crate::store::{Purchase, PurchaseRequest};
 use seckill_core::api;
@@ -27,9 +27,16 @@ fn held(order_id: &str, pay_by_ms: i64) -> Reply {
 }
 
 pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
-    let user = authenticate(shard, &req)?;
-    let idem =
-        request::idempotency_key(req.headers().get("idempotency-key").map(|v| v.as_bytes()))?;
+    let user = match authenticate(shard, &req) {
+        Ok(user) => user,
+        Err(e) => return before_body(req, e).await,
+    };
+    let idem = match request::idempotency_key(
+        req.headers().get("idempotency-key").map(|v| v.as_bytes()),
+    ) {
+        Ok(key) => key,
+        Err(e) => return before_body(req, e).await,
+    };
     let body: PurchaseBody = read_json(shard, req).await?;
 
     // The shard's own verdict, taken before any Redis call.

@@ -10,6 +10,9 @@ cargo build --release -q
 # The scratch dir, the secret and a Redis with the managed users (lib.sh).
 . bench/lib.sh
 start_redis
+# Every shopper of the burst comes from 127.0.0.1: the production limits of
+# config/dataplane.toml (read by serve without --config) would refuse it.
+no_limits
 dport=$(port)
 campaign() {
   printf 'id="%s"\nname="bench"\ntotal=%s\npartitions=8\nper_user_limit=1\nhold_ttl_s=600\nprice_cents=1\n' "$1" "$orders" > "$work/$1.toml"
@@ -24,6 +27,7 @@ serve() {
       --redis "$node_redis" --redis-password-file "$node_password_file" --shards 1 --demo-issuer \
       --secret-file "$work/secret" "$@" 2>>"$work/serve.log" &
   server=$!
+  pids+=($server)  # stopped at exit too, should a step fail before its stop
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$dport/api/time" >/dev/null 2>&1 && break; sleep 0.1; done
 }
 burst() {

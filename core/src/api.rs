@@ -178,8 +178,6 @@ pub struct Glance<'a> {
     pub status: Option<Text<'a>>,
     #[serde(borrow)]
     pub download_url: Option<Text<'a>>,
-    #[serde(borrow)]
-    pub token: Option<Text<'a>>,
 }
 
 impl<'a> Glance<'a> {

@@ -30,6 +30,7 @@ fn campaign(id: &str, total: u64, state: State, parts: &[(i64, i64, i64, i64)]) 
         content_file: None,
         require_ticket: false,
         ticket_factor: 3,
+        queue: None,
     };
     let mut campaign = Campaign::new(spec).expect("valid spec");
     campaign.state = state;

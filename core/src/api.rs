@@ -42,6 +42,15 @@ pub struct SolutionBody {
     pub nonce: String,
 }
 
+/// `POST /api/campaigns/{id}/queue`: joining a waiting room.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JoinBody {
+    /// The proof-of-work ticket, for a campaign that also has `require_ticket`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
+}
+
 /// `GET /api/time`: the sale's clock.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Time {
@@ -75,8 +84,50 @@ pub struct CampaignInfo<'a> {
     pub remaining: i64,
     pub per_user_limit: u32,
     pub price_cents: u64,
-    /// Purchases need a ticket earned by proof of work (`/challenge`, then `/ticket`).
+    /// Purchases need a ticket earned by proof of work (`/challenge`, then `/ticket`);
+    /// with a waiting room, joining it does instead.
     pub require_ticket: bool,
+    /// The waiting room, for a campaign that has one: buying takes its pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueInfo>,
+}
+
+/// A waiting room's rules and progress, in the campaign's information and its events.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct QueueInfo {
+    /// Shoppers let through per second.
+    pub admit_per_s: u32,
+    /// How long a pass lasts once given.
+    pub pass_ttl_s: u64,
+    /// Whether the pre-queue has been drawn (the sale opened): places exist from then.
+    pub drawn: bool,
+    /// Places let through so far: a shopper at place `p` is `p - admitted` from the front.
+    pub admitted: u64,
+    /// Nothing left to reserve and nothing reserved: everyone still waiting is too late.
+    pub sold_out: bool,
+}
+
+/// A shopper's standing in a waiting room: `POST` or `GET /api/campaigns/{id}/queue`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct QueueStatus<'a> {
+    /// `waiting`, `admitted`, `sold_out`, `ended` or `not_joined`.
+    #[serde(borrow)]
+    pub state: Text<'a>,
+    /// 1 = the next to be let through; `null` in the pre-queue before the draw.
+    pub position: Option<u64>,
+    /// The estimated wait, from the position and the admission rate.
+    pub eta_ms: Option<i64>,
+    /// Once admitted: the pass, for the purchase's `ticket`.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<Text<'a>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket_expires_at_ms: Option<i64>,
+    /// The place in line (`position` is `place - admitted` of the campaign's events).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place: Option<u64>,
+    /// The place, signed: send it back as the `Queue-Receipt` header of later looks.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<Text<'a>>,
 }
 
 /// A held unit: `POST /api/campaigns/{id}/purchase` answered 200.

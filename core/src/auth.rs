@@ -87,7 +87,7 @@ pub(crate) fn verify(
 }
 
 /// The subject a token signs and its expiry.
-fn verify_until(
+pub(crate) fn verify_until(
     secret: &Secret,
     domain: &[u8],
     token: &str,

@@ -35,6 +35,34 @@ pub struct CampaignSpec {
     /// At most `ticket_factor × total` tickets are ever issued.
     #[serde(default = "default_ticket_factor")]
     pub ticket_factor: u32,
+    /// A waiting room: shoppers join a line and are let through with a pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueSpec>,
+}
+
+/// A campaign's waiting room (`[queue]`): everyone who joins before the opening is drawn
+/// into a random order at the opening, later joiners queue behind them, and shoppers are
+/// let through at `admit_per_s`, each with a pass that reserves a unit for `pass_ttl_s`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSpec {
+    pub admit_per_s: u32,
+    pub pass_ttl_s: u64,
+}
+
+/// Bounds of a waiting room's settings.
+pub const MAX_ADMIT_PER_S: u32 = 100_000;
+pub const PASS_TTL_S: std::ops::RangeInclusive<u64> = 10..=3600;
+
+/// Checks an admission rate, an operator's or a campaign file's.
+pub fn valid_admit_rate(rate: u32) -> Result<(), SpecError> {
+    if rate == 0 || rate > MAX_ADMIT_PER_S {
+        return Err(spec_err(
+            "queue.admit_per_s",
+            format!("must be between 1 and {MAX_ADMIT_PER_S}"),
+        ));
+    }
+    Ok(())
 }
 
 fn default_ticket_factor() -> u32 {
@@ -133,6 +161,26 @@ impl CampaignSpec {
             .is_some_and(|f| f.trim().is_empty())
         {
             return Err(spec_err("codes_file", "must not be empty"));
+        }
+        if let Some(q) = &self.queue {
+            valid_admit_rate(q.admit_per_s)?;
+            if !PASS_TTL_S.contains(&q.pass_ttl_s) {
+                return Err(spec_err(
+                    "queue.pass_ttl_s",
+                    format!(
+                        "must be between {} and {}",
+                        PASS_TTL_S.start(),
+                        PASS_TTL_S.end()
+                    ),
+                ));
+            }
+            // A pass reserves one unit: a shopper let through buys one.
+            if self.per_user_limit != 1 {
+                return Err(spec_err(
+                    "per_user_limit",
+                    "must be 1 in a campaign with a [queue]: each pass reserves one unit",
+                ));
+            }
         }
         let starts = self.starts_at_ms()?;
         let ends = self.ends_at_ms()?;
@@ -294,6 +342,10 @@ impl Campaign {
         if let Some(v) = &s.content_file {
             f.push(("content_file", v.clone()));
         }
+        if let Some(q) = &s.queue {
+            f.push(("queue_admit_per_s", q.admit_per_s.to_string()));
+            f.push(("queue_pass_ttl_s", q.pass_ttl_s.to_string()));
+        }
         f
     }
 
@@ -318,6 +370,13 @@ impl Campaign {
                 .get("ticket_factor")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or_else(default_ticket_factor),
+            queue: match (num("queue_admit_per_s"), num("queue_pass_ttl_s")) {
+                (Some(rate), Some(ttl)) => Some(QueueSpec {
+                    admit_per_s: u32::try_from(rate).ok()?,
+                    pass_ttl_s: ttl,
+                }),
+                _ => None,
+            },
         };
         // A record outside the bounds an operator could create is not trusted.
         spec.validate().ok()?;
@@ -352,6 +411,24 @@ content_file = "demo-album.zip"
         let spec = CampaignSpec::from_toml(DEMO).expect("valid");
         assert_eq!(spec.starts_at_ms().expect("valid"), Some(1_796_126_400_000));
         let c = Campaign::new(spec).expect("valid");
+        let h: HashMap<String, String> = c
+            .to_fields()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        assert_eq!(Campaign::from_fields(&h), Some(c));
+        let queued = CampaignSpec::from_toml(&format!(
+            "{DEMO}\n[queue]\nadmit_per_s = 200\npass_ttl_s = 60\n"
+        ))
+        .expect("valid");
+        assert_eq!(
+            queued.queue,
+            Some(QueueSpec {
+                admit_per_s: 200,
+                pass_ttl_s: 60
+            })
+        );
+        let c = Campaign::new(queued).expect("valid");
         let h: HashMap<String, String> = c
             .to_fields()
             .into_iter()
@@ -398,6 +475,18 @@ content_file = "demo-album.zip"
             let err = CampaignSpec::from_toml(&DEMO.replace(from, to)).expect_err(to);
             assert_eq!(err.field, field, "{to}: {err}");
         }
+        let queued = |q: &str| format!("{DEMO}\n[queue]\n{q}\n");
+        for (q, field) in [
+            ("admit_per_s = 0\npass_ttl_s = 60", "queue.admit_per_s"),
+            ("admit_per_s = 100\npass_ttl_s = 1", "queue.pass_ttl_s"),
+        ] {
+            let err = CampaignSpec::from_toml(&queued(q)).expect_err(q);
+            assert_eq!(err.field, field, "{q}: {err}");
+        }
+        let two_each = queued("admit_per_s = 100\npass_ttl_s = 60")
+            .replace("per_user_limit = 1", "per_user_limit = 2");
+        let err = CampaignSpec::from_toml(&two_each).expect_err("two per pass");
+        assert_eq!(err.field, "per_user_limit", "{err}");
         let err =
             CampaignSpec::from_toml(&format!("{DEMO}\ncolour = \"red\"")).expect_err("unknown");
         assert!(err.to_string().contains("colour"), "{err}");

@@ -7,7 +7,7 @@ use redis::Commands;
 use std::collections::HashMap;
 
 use crate::campaign::{Action, Campaign, CampaignSpec, SpecError, State};
-use crate::keys::{self, CodeKeys, PartitionKeys, TicketKeys};
+use crate::keys::{self, CodeKeys, PartitionKeys, QueueKeys, TicketKeys};
 use crate::{protocol, scripts};
 
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +32,10 @@ pub enum ControlError {
     Codes(String),
     #[error("{0}")]
     Limits(String),
+    #[error("campaign '{0}' has no waiting room")]
+    NoQueue(String),
+    #[error("the waiting room of '{0}' is not drawn yet: its seed is shown at the opening")]
+    NotDrawn(String),
     #[error("campaign '{0}' is being armed by another run; try again when it has finished (at most a minute)")]
     ArmRunning(String),
 }
@@ -200,6 +204,7 @@ fn arm_locked(
         ensure_group(con, &k.events())?;
     }
     mirror_ticket_rules(con, c, State::Armed)?;
+    mirror_queue_rules(con, c, State::Armed)?;
     set_state(con, id, State::Armed, &[State::Arming], "arm")?;
     changed(con, id)?;
     get(con, id)
@@ -249,8 +254,112 @@ pub fn act(con: &mut Connection, id: &str, action: Action) -> Result<Campaign> {
         let _: () = con.hset(PartitionKeys::new(id, p).part(), "state", to.as_str())?;
     }
     mirror_ticket_rules(con, &c, to)?;
+    mirror_queue_rules(con, &c, to)?;
     changed(con, id)?;
     Ok(c)
+}
+
+/// Mirrors what the waiting room's scripts check into its slot: the state, the opening,
+/// the units and the pass's life, whole each time. The admission rate is the campaign's
+/// only until an operator changes it (see [`set_admit_rate`]).
+fn mirror_queue_rules(con: &mut Connection, c: &Campaign, state: State) -> Result<()> {
+    let Some(q) = c.spec.queue else {
+        return Ok(());
+    };
+    let meta = QueueKeys::new(&c.spec.id).meta();
+    let _: () = con.hset_multiple(
+        &meta,
+        &[
+            ("state", state.as_str().to_string()),
+            ("starts_at_ms", c.starts_at_ms.unwrap_or(0).to_string()),
+            ("total", c.spec.total.to_string()),
+            ("pass_ttl_ms", (q.pass_ttl_s * 1000).to_string()),
+        ],
+    )?;
+    let _: bool = con.hset_nx(&meta, "admit_per_s", q.admit_per_s)?;
+    Ok(())
+}
+
+/// Changes how many shoppers a waiting room lets through per second, from the next
+/// round of its admission on.
+pub fn set_admit_rate(con: &mut Connection, id: &str, rate: u32) -> Result<()> {
+    crate::campaign::valid_admit_rate(rate)?;
+    let c = get(con, id)?;
+    if c.spec.queue.is_none() {
+        return Err(ControlError::NoQueue(id.to_string()));
+    }
+    let _: () = con.hset(QueueKeys::new(id).meta(), "admit_per_s", rate)?;
+    changed(con, id)
+}
+
+pub use crate::protocol::QueueProgress;
+
+/// A waiting room's counters, read at one instant.
+pub fn queue_progress(con: &mut Connection, id: &str) -> Result<QueueProgress> {
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    for cmd in protocol::queue_progress(id) {
+        pipe.add_command(cmd);
+    }
+    let replies: Vec<redis::Value> = con.pipeline(&pipe)?;
+    Ok(protocol::read_queue_progress(&replies))
+}
+
+/// A pre-queue joiner's draw: the first 52 bits of SHA-1(seed ‖ ':' ‖ user). The line
+/// after the opening is the pre-queue in order of draw (ties by user id).
+pub fn draw(seed: &str, user: &str) -> u64 {
+    let digest = sha1_smol::Sha1::from(format!("{seed}:{user}"))
+        .digest()
+        .bytes();
+    u64::from_be_bytes([
+        0, digest[0], digest[1], digest[2], digest[3], digest[4], digest[5], digest[6],
+    ]) >> 4
+}
+
+/// The result of checking a waiting room's draw against its seed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrawAudit {
+    pub seed: String,
+    /// Pre-queue joiners checked.
+    pub checked: u64,
+    /// Those whose draw is not what the seed gives (none in a fair draw).
+    pub mismatched: Vec<String>,
+}
+
+/// Recomputes every pre-queue joiner's draw from the seed, which is shown only once the
+/// pre-queue is drawn, and compares it with the one the line is ordered by.
+pub fn audit_draw(con: &mut Connection, id: &str) -> Result<DrawAudit> {
+    if get(con, id)?.spec.queue.is_none() {
+        return Err(ControlError::NoQueue(id.to_string()));
+    }
+    let Some(seed) = queue_progress(con, id)?.seed else {
+        return Err(ControlError::NotDrawn(id.to_string()));
+    };
+    let k = QueueKeys::new(id);
+    let mut audit = DrawAudit {
+        seed: seed.clone(),
+        checked: 0,
+        mismatched: Vec::new(),
+    };
+    let mut cursor = 0u64;
+    loop {
+        let (next, page): (u64, Vec<(String, f64)>) = redis::cmd("ZSCAN")
+            .arg(k.pre())
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(1000)
+            .query(con)?;
+        for (user, score) in page {
+            audit.checked += 1;
+            if score as u64 != draw(&seed, &user) {
+                audit.mismatched.push(user);
+            }
+        }
+        if next == 0 {
+            return Ok(audit);
+        }
+        cursor = next;
+    }
 }
 
 /// Overrides limits on every node (field = value, as in `[limits]`), within a second.

@@ -98,6 +98,52 @@ impl TicketKeys {
     }
 }
 
+/// Keys of a campaign's waiting room, in one slot of their own. A purchase never
+/// touches them: passes are counted used from the partitions' logs (see
+/// [`PartitionKeys::pass_log`]) by the admission, which alone writes here besides joins.
+pub struct QueueKeys {
+    tag: String,
+}
+
+impl QueueKeys {
+    pub fn new(campaign: &str) -> Self {
+        QueueKeys {
+            tag: format!("{PREFIX}:{{{campaign}.queue}}"),
+        }
+    }
+    /// Hash: the rules mirrored from the campaign (`state`, `starts_at_ms`, `total`,
+    /// `pass_ttl_ms`, `admit_per_s`), the draw (`seed`, `drawn_ms`, `pre`), the line
+    /// (`seq` of later joiners, `admitted`), the passes' fate (`used`, `expired`,
+    /// `cur:<p>` read positions in the partitions' logs) and `sold_out`.
+    pub fn meta(&self) -> String {
+        format!("{}:meta", self.tag)
+    }
+    /// Sorted set: pre-queue joiner → their draw, SHA-1(seed ‖ ':' ‖ user) cut to 52 bits.
+    pub fn pre(&self) -> String {
+        format!("{}:pre", self.tag)
+    }
+    /// Sorted set: later joiner → their turn (1, 2, …), behind the whole pre-queue.
+    pub fn post(&self) -> String {
+        format!("{}:post", self.tag)
+    }
+    /// Hash: later joiner → when they joined (ms), until they are let through.
+    pub fn joined(&self) -> String {
+        format!("{}:joined", self.tag)
+    }
+    /// Hash: admitted shopper → `<place>:<pass expiry ms>`; their pass is derived from it.
+    pub fn admitted(&self) -> String {
+        format!("{}:admitted", self.tag)
+    }
+    /// Sorted set: outstanding pass (by its holder) → its expiry (ms). Each reserves a unit.
+    pub fn passes(&self) -> String {
+        format!("{}:passes", self.tag)
+    }
+    /// String: the node and shard that runs the admission, expiring unless renewed.
+    pub fn lease(&self) -> String {
+        format!("{}:lease", self.tag)
+    }
+}
+
 /// String held while one `arm` of the campaign runs: the run's token, expiring.
 pub fn arm_lock(id: &str) -> String {
     format!("{PREFIX}:arm:{id}")
@@ -173,6 +219,10 @@ impl PartitionKeys {
     /// Marks a ticket used (set by the purchase it paid for).
     pub fn ticket(&self, ticket_id: &str) -> String {
         format!("{}:ticket:{ticket_id}", self.tag)
+    }
+    /// List: holders of the passes used on this partition, in order of use.
+    pub fn pass_log(&self) -> String {
+        format!("{}:passes", self.tag)
     }
     /// Idempotency record of one user's request key.
     pub fn idempotency(&self, user: &str, key: &str) -> String {

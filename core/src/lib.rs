@@ -31,6 +31,7 @@ pub mod ledger;
 pub mod limits;
 pub mod pow;
 pub mod protocol;
+pub mod queue;
 pub mod reply;
 pub mod scripts;
 pub mod secrets;

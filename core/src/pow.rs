@@ -53,14 +53,26 @@ pub fn sign_ticket(secret: &Secret, t: &Ticket, expires_ms: i64) -> String {
 }
 
 pub fn verify_ticket(secret: &Secret, token: &str, now_ms: i64) -> Result<Ticket, TokenError> {
-    let subject = auth::verify(secret, b"ticket", token, now_ms)?;
+    verify_ticket_until(secret, token, now_ms).map(|(t, _)| t)
+}
+
+/// A ticket and when it expires (ms).
+pub fn verify_ticket_until(
+    secret: &Secret,
+    token: &str,
+    now_ms: i64,
+) -> Result<(Ticket, i64), TokenError> {
+    let (subject, expires) = auth::verify_until(secret, b"ticket", token, now_ms)?;
     let mut it = subject.split('|');
     match (it.next(), it.next(), it.next(), it.next()) {
-        (Some(c), Some(u), Some(id), None) => Ok(Ticket {
-            campaign: c.to_string(),
-            user: u.to_string(),
-            id: id.to_string(),
-        }),
+        (Some(c), Some(u), Some(id), None) => Ok((
+            Ticket {
+                campaign: c.to_string(),
+                user: u.to_string(),
+                id: id.to_string(),
+            },
+            expires,
+        )),
         _ => Err(TokenError::Malformed),
     }
 }

@@ -164,6 +164,122 @@ pub fn read_partition_stock(partition: u32, v: &Value) -> PartitionStock {
     }
 }
 
+/// A waiting room's counters, as a node, the console or the CLI sees them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct QueueProgress {
+    /// Shoppers let through so far (the line's places 1..=admitted).
+    pub admitted: u64,
+    /// Shoppers in line: the pre-queue (once drawn) and everyone who joined after.
+    pub line: u64,
+    /// In the pre-queue: all of it before the draw, its size at the draw after.
+    pub pre: u64,
+    /// When the pre-queue was drawn (the opening), if it was.
+    pub drawn_ms: Option<i64>,
+    /// The draw's seed, shown once drawn so the draw can be checked.
+    pub seed: Option<String>,
+    pub admit_per_s: u32,
+    pub pass_ttl_ms: i64,
+    /// Passes used to buy, and passes that ran out unused.
+    pub used: u64,
+    pub expired: u64,
+    /// Passes outstanding: each reserves a unit.
+    pub outstanding: u64,
+    /// Nothing left to reserve and nothing reserved: waiting shoppers are told so.
+    pub sold_out: bool,
+    /// Who runs the admission (`node/shard`), while the lease is held.
+    pub leader: Option<String>,
+}
+
+impl QueueProgress {
+    /// Shoppers still waiting to be let through.
+    pub fn waiting(&self) -> u64 {
+        if self.drawn_ms.is_some() {
+            self.line.saturating_sub(self.admitted)
+        } else {
+            self.pre
+        }
+    }
+}
+
+const QUEUE_FIELDS: [&str; 11] = [
+    "admitted",
+    "pre",
+    "seq",
+    "drawn_ms",
+    "seed",
+    "admit_per_s",
+    "pass_ttl_ms",
+    "used",
+    "expired",
+    "sold_out",
+    "state",
+];
+
+/// What a node follows of a waiting room, one call: its counters (not the seed).
+pub fn queue_counters(campaign: &str) -> Cmd {
+    redis::cmd("HMGET")
+        .arg(keys::QueueKeys::new(campaign).meta())
+        .arg(&QUEUE_FIELDS)
+        .clone()
+}
+
+/// A waiting room in full, for operators: the counters, the pre-queue's and the
+/// outstanding passes' sizes, and the lease's holder (one slot: send them together).
+pub fn queue_progress(campaign: &str) -> [Cmd; 4] {
+    let k = keys::QueueKeys::new(campaign);
+    [
+        queue_counters(campaign),
+        redis::cmd("ZCARD").arg(k.pre()).clone(),
+        redis::cmd("ZCARD").arg(k.passes()).clone(),
+        redis::cmd("GET").arg(k.lease()).clone(),
+    ]
+}
+
+/// The counters from the reply of [`queue_counters`]; `pre` counts the pre-queue only
+/// once drawn (a node does not need it before), and the seed stays hidden until then.
+pub fn read_queue_counters(v: &Value) -> QueueProgress {
+    let fields: &[Value] = match v {
+        Value::Array(f) => f,
+        _ => &[],
+    };
+    let n = |i: usize| int(fields.get(i)).unwrap_or(0).max(0) as u64;
+    let drawn_ms = int(fields.get(3)).filter(|t| *t > 0);
+    QueueProgress {
+        admitted: n(0),
+        pre: n(1),
+        line: if drawn_ms.is_some() { n(1) + n(2) } else { 0 },
+        drawn_ms,
+        seed: drawn_ms.and_then(|_| text(fields.get(4))),
+        admit_per_s: n(5) as u32,
+        pass_ttl_ms: n(6) as i64,
+        used: n(7),
+        expired: n(8),
+        sold_out: n(9) == 1,
+        outstanding: 0,
+        leader: None,
+    }
+}
+
+/// The progress from the replies of [`queue_progress`], in order.
+pub fn read_queue_progress(replies: &[Value]) -> QueueProgress {
+    let mut q = read_queue_counters(replies.first().unwrap_or(&Value::Nil));
+    let pre = replies
+        .get(1)
+        .and_then(|v| int(Some(v)))
+        .unwrap_or(0)
+        .max(0) as u64;
+    if q.drawn_ms.is_none() {
+        q.pre = pre;
+    }
+    q.outstanding = replies
+        .get(2)
+        .and_then(|v| int(Some(v)))
+        .unwrap_or(0)
+        .max(0) as u64;
+    q.leader = replies.get(3).and_then(|v| text(Some(v)));
+    q
+}
+
 /// A campaign's last reconciliation.
 pub fn verdict(campaign: &str) -> Cmd {
     redis::cmd("HMGET")

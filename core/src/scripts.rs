@@ -37,6 +37,12 @@ scripts! {
     ARM_PARTITION => "scripts/arm_partition.lua",
     /// Trades a challenge for a ticket: one live per user, within the cap.
     ISSUE_TICKET => "scripts/issue_ticket.lua",
+    /// Joins a waiting room, or looks up a place in it.
+    QUEUE_JOIN => "scripts/queue_join.lua",
+    /// Reads a partition's units taken and passes used, for the admission.
+    QUEUE_USAGE => "scripts/queue_usage.lua",
+    /// One round of a waiting room's admission.
+    QUEUE_ADMIT => "scripts/queue_admit.lua",
     /// Compare-and-set of a campaign's state.
     SET_STATE => "scripts/set_state.lua",
     /// Releases a lock its holder still has.
@@ -44,10 +50,13 @@ scripts! {
 }
 
 /// The scripts the shards call, loaded on each new connection.
-pub fn hot_path() -> [&'static Script; 7] {
+pub fn hot_path() -> [&'static Script; 10] {
     [
         &PURCHASE,
         &ISSUE_TICKET,
+        &QUEUE_JOIN,
+        &QUEUE_USAGE,
+        &QUEUE_ADMIT,
         &TRANSFER_OUT,
         &TRANSFER_IN,
         &TRANSFER_ACK,

@@ -121,11 +121,31 @@ fn schemas() -> Map<String, Value> {
         &mut out,
     );
     add("Ticket", generator.root_schema_for::<Ticket>(), &mut out);
+    add(
+        "JoinBody",
+        generator.root_schema_for::<JoinBody>(),
+        &mut out,
+    );
+    add(
+        "QueueStatus",
+        generator.root_schema_for::<QueueStatus>(),
+        &mut out,
+    );
     add("Error", generator.root_schema_for::<Error>(), &mut out);
+    // A type used inside another is defined once, beside the others.
+    let mut nested = Map::new();
     for v in out.values_mut() {
         if let Some(o) = v.as_object_mut() {
             o.remove("$schema");
+            if let Some(Value::Object(mut c)) = o.remove("components") {
+                if let Some(Value::Object(defs)) = c.remove("schemas") {
+                    nested.extend(defs);
+                }
+            }
         }
+    }
+    for (name, schema) in nested {
+        out.entry(name).or_insert(schema);
     }
     out
 }
@@ -137,6 +157,8 @@ pub fn openapi() -> Value {
     let idempotency = json!({ "name": "Idempotency-Key", "in": "header", "required": false,
         "description": "1-64 of letters, digits and _ - . : — a retry with the same key gets the first answer",
         "schema": { "type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,64}$" } });
+    let receipt = json!({ "name": "Queue-Receipt", "in": "header", "required": false,
+        "description": "the receipt of an earlier answer", "schema": { "type": "string" } });
     let admin = json!([{ "url": "http://127.0.0.1:9090", "description": "the admin listener (admin.listen)" }]);
     let text = |description: &str, media: &str| json!({ "description": description, "content": { media: { "schema": { "type": "string" } } } });
     let status = json!({ "type": "object", "properties": {
@@ -166,6 +188,11 @@ pub fn openapi() -> Value {
                 answers(json_answer("the challenge", reference("Challenge")), &[401, 403, 404, 410, 425, 429, 503])) },
             "/api/campaigns/{id}/ticket": { "post": op("A ticket for a solved challenge; the same live ticket to a user who holds one", BEARER, vec![id()], Some(body("SolutionBody")),
                 answers(json_answer("the ticket", reference("Ticket")), &[400, 401, 403, 404, 408, 409, 410, 413, 425, 429, 503])) },
+            "/api/campaigns/{id}/queue": {
+                "post": op("Join the waiting room (again: the same place); with require_ticket, the body's ticket is the proof of work's", BEARER, vec![id()], Some(body("JoinBody")),
+                    answers(json_answer("the shopper's standing", reference("QueueStatus")), &[400, 401, 403, 404, 408, 413, 429, 503])),
+                "get": op("The shopper's standing in the waiting room; with the last answer's receipt, answered without Redis until the shopper's turn", BEARER, vec![id(), receipt], None,
+                    answers(json_answer("the shopper's standing", reference("QueueStatus")), &[401, 404, 429, 503])) },
             "/api/orders/{id}": { "get": op("An order, to its owner", BEARER, vec![order()], None,
                 answers(json_answer("the order", reference("Order")), &[401, 403, 404, 429, 503])) },
             "/api/orders/{id}/pay": { "post": op("Pay a held order (simulated); the same answer again on a repeat", BEARER, vec![order()], None,

@@ -1,12 +1,14 @@
 -- One purchase on one stock partition, atomically.
 -- KEYS: part, buyers, holds, events, [idempotency record]
 -- ARGV: user, quantity, campaign id, partition, order key prefix, idempotency ttl (s),
---       ticket-used key ('' when the campaign needs no ticket), its ttl (s)
+--       ticket-used key ('' when the campaign needs no ticket), its ttl (s),
+--       and for a waiting room's pass: the partition's pass log, the pass's expiry (ms)
 -- Returns {outcome, ...}:
 --   {'held', order_id, pay_by_ms}      a unit is held (also the replay of an earlier key)
 --   {'dry', stock}                      this partition cannot serve the quantity
 --   {'limit_reached', have}
 --   {'not_started', starts_at_ms} | {'ended'} | {'paused'} | {'unknown'} | {'ticket_used'}
+--   {'ticket_expired'}                  the pass ran out by this partition's clock
 local part, buyers, holds, events, idem = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local user, qty = ARGV[1], tonumber(ARGV[2])
 local oprefix = ARGV[5]
@@ -30,8 +32,9 @@ local starts, ends = tonumber(m[2]), tonumber(m[3])
 if starts > 0 and now < starts then return {'not_started', m[2]} end
 if ends > 0 and now >= ends then return {'ended'} end
 
-local ticket = ARGV[7]
+local ticket, pass_log = ARGV[7], ARGV[9]
 if ticket ~= '' and redis.call('EXISTS', ticket) == 1 then return {'ticket_used'} end
+if pass_log and now >= tonumber(ARGV[10]) then return {'ticket_expired'} end
 
 local have = tonumber(redis.call('HGET', buyers, user) or '0')
 if have + qty > tonumber(m[4]) then return {'limit_reached', have} end
@@ -49,6 +52,7 @@ redis.call('HSET', oprefix .. oid, 'user', user, 'qty', qty, 'status', 'held',
 redis.call('ZADD', holds, pay_by, oid)
 if idem then redis.call('SET', idem, oid, 'EX', ARGV[6]) end
 if ticket ~= '' then redis.call('SET', ticket, oid, 'EX', ARGV[8]) end
+if pass_log then redis.call('RPUSH', pass_log, user) end
 redis.call('XADD', events, '*', 'type', 'held', 'order_id', oid, 'user', user,
   'qty', qty, 'pay_by_ms', pay_by)
 return {'held', oid, pay_by}

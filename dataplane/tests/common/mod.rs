@@ -780,6 +780,7 @@ pub fn spec(id: &str, total: u64, partitions: u32, limit: u32) -> CampaignSpec {
         content_file: None,
         require_ticket: false,
         ticket_factor: 3,
+        queue: None,
     }
 }
 

@@ -1,0 +1,57 @@
+-- A shopper's place in a campaign's waiting room: joins it (once) or looks it up.
+-- Before the opening a joiner enters the pre-queue with a draw that stays secret until
+-- then: SHA-1 of the room's seed and the user, cut to 52 bits. At the opening (the first
+-- join or admission that finds the campaign live and past `starts_at`) the pre-queue is
+-- closed and its order by draw becomes the line; later joiners queue behind it in turn.
+-- KEYS: meta, pre, post, joined, admitted (see QueueKeys)
+-- ARGV: 'join' | 'look', user, a fresh random seed (kept only by the room's first join)
+-- Returns {kind, place, pass expiry ms, admitted so far, sold out ('1' | '0')}, kind one of
+--   'pre' (place 0: not drawn yet), 'waiting', 'admitted', 'not_joined', 'ended', 'unknown'
+local meta, pre, post, joined, admitted = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local user = ARGV[2]
+local m = redis.call('HMGET', meta, 'state', 'starts_at_ms', 'drawn_ms', 'pre', 'admitted',
+  'sold_out', 'seq')
+local state = m[1]
+if not state or state == 'draft' or state == 'arming' then return {'unknown'} end
+if state == 'ended' then return {'ended'} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local drawn = m[3]
+local starts = tonumber(m[2]) or 0
+if not drawn and (state == 'live' or state == 'paused') and (starts == 0 or now >= starts) then
+  drawn = string.format('%d', now)
+  m[4] = redis.call('ZCARD', pre)
+  redis.call('HSET', meta, 'drawn_ms', drawn, 'pre', m[4])
+end
+local done = tonumber(m[5]) or 0
+local sold = m[6] or '0'
+local function answer(kind, place, expiry)
+  return {kind, place, expiry, done, sold}
+end
+
+local pass = redis.call('HGET', admitted, user)
+if pass then
+  local sep = string.find(pass, ':', 1, true)
+  return answer('admitted', tonumber(string.sub(pass, 1, sep - 1)),
+    tonumber(string.sub(pass, sep + 1)))
+end
+local rank = redis.call('ZRANK', pre, user)
+if rank then
+  if drawn then return answer('waiting', rank + 1, 0) end
+  return answer('pre', 0, 0)
+end
+local turn = redis.call('ZSCORE', post, user)
+if turn then return answer('waiting', tonumber(m[4]) + tonumber(turn), 0) end
+if ARGV[1] ~= 'join' then return answer('not_joined', 0, 0) end
+
+if not drawn then
+  redis.call('HSETNX', meta, 'seed', ARGV[3])
+  local seed = redis.call('HGET', meta, 'seed')
+  local draw = tonumber(string.sub(redis.sha1hex(seed .. ':' .. user), 1, 13), 16)
+  redis.call('ZADD', pre, string.format('%d', draw), user)
+  return answer('pre', 0, 0)
+end
+local seq = redis.call('HINCRBY', meta, 'seq', 1)
+redis.call('ZADD', post, seq, user)
+redis.call('HSET', joined, user, string.format('%d', now))
+return answer('waiting', tonumber(m[4]) + seq, 0)

@@ -112,6 +112,7 @@ fn script_call(c: &mut Criterion) {
         quantity: 1,
         idempotency_key: Some("9b2f6c1e-4d7a"),
         ticket: None,
+        pass_expires_ms: None,
     };
     g.bench_function("keys, arguments and RESP bytes", |b| {
         b.iter(|| {

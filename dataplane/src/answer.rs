@@ -20,13 +20,14 @@ pub enum Endpoint {
     Events,
     Page,
     Asset,
+    Queue,
     /// A path that is no route.
     Other,
 }
 
 impl Endpoint {
     /// Every endpoint, in the order of their indices.
-    pub const ALL: [Endpoint; 14] = [
+    pub const ALL: [Endpoint; 15] = [
         Endpoint::Time,
         Endpoint::Session,
         Endpoint::Campaigns,
@@ -40,6 +41,7 @@ impl Endpoint {
         Endpoint::Events,
         Endpoint::Page,
         Endpoint::Asset,
+        Endpoint::Queue,
         Endpoint::Other,
     ];
 
@@ -63,6 +65,7 @@ impl Endpoint {
             Endpoint::Events => "events",
             Endpoint::Page => "page",
             Endpoint::Asset => "asset",
+            Endpoint::Queue => "queue",
             Endpoint::Other => "other",
         }
     }
@@ -99,11 +102,12 @@ pub enum Outcome {
     NoTickets,
     TooManyStreams,
     Starting,
+    NoQueue,
 }
 
 impl Outcome {
     /// Every outcome, in the order of their indices.
-    pub const ALL: [Outcome; 28] = [
+    pub const ALL: [Outcome; 29] = [
         Outcome::Ok,
         Outcome::BadRequest,
         Outcome::HeadersTooLarge,
@@ -132,6 +136,7 @@ impl Outcome {
         Outcome::NoTickets,
         Outcome::TooManyStreams,
         Outcome::Starting,
+        Outcome::NoQueue,
     ];
 
     /// The outcome's place in the metrics' tables.
@@ -170,6 +175,7 @@ impl Outcome {
             Outcome::NoTickets => "no_tickets",
             Outcome::TooManyStreams => "too_many_streams",
             Outcome::Starting => "starting",
+            Outcome::NoQueue => "no_queue",
         }
     }
 
@@ -181,9 +187,10 @@ impl Outcome {
             Outcome::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Outcome::Timeout => StatusCode::REQUEST_TIMEOUT,
             Outcome::Unauthenticated => StatusCode::UNAUTHORIZED,
-            Outcome::NotFound | Outcome::UnknownCampaign | Outcome::NoTickets => {
-                StatusCode::NOT_FOUND
-            }
+            Outcome::NotFound
+            | Outcome::UnknownCampaign
+            | Outcome::NoTickets
+            | Outcome::NoQueue => StatusCode::NOT_FOUND,
             Outcome::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Outcome::SoldOut
             | Outcome::NotEnoughStock

@@ -16,6 +16,8 @@ pub struct ShardMetrics {
     requests: Vec<AtomicU64>,
     latency: Vec<Histo>,
     redis: Histo,
+    /// How long the shoppers this shard's admission let through had waited in line.
+    queue_wait: WaitHisto,
     /// Set each second by the shard: its Redis link, its breaker, whether it has read
     /// the control plane.
     pub redis_up: AtomicBool,
@@ -31,6 +33,7 @@ impl Default for ShardMetrics {
                 .collect(),
             latency: (0..Endpoint::ALL.len()).map(|_| Histo::default()).collect(),
             redis: Histo::default(),
+            queue_wait: WaitHisto::default(),
             redis_up: AtomicBool::new(false),
             breaker_open: AtomicBool::new(false),
             synced: AtomicBool::new(false),
@@ -47,6 +50,44 @@ impl ShardMetrics {
 
     pub fn redis_round_trip(&self, took: Duration) {
         self.redis.observe(took);
+    }
+
+    /// Counts a shopper let through after `waited` in line.
+    pub fn admitted_after(&self, waited: Duration) {
+        self.queue_wait.observe(waited);
+    }
+}
+
+/// Upper bounds of the waiting-time buckets, in seconds (a last `+Inf` bucket follows).
+pub const WAIT_BUCKETS: [f64; 11] = [
+    1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
+];
+
+/// A histogram of waits in line: counts per bucket (not cumulative) and the sum.
+#[derive(Debug)]
+struct WaitHisto {
+    counts: [AtomicU64; WAIT_BUCKETS.len() + 1],
+    sum_ms: AtomicU64,
+}
+
+impl Default for WaitHisto {
+    fn default() -> Self {
+        WaitHisto {
+            counts: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum_ms: AtomicU64::new(0),
+        }
+    }
+}
+
+impl WaitHisto {
+    fn observe(&self, waited: Duration) {
+        let s = waited.as_secs_f64();
+        let i = WAIT_BUCKETS
+            .iter()
+            .position(|b| s <= *b)
+            .unwrap_or(WAIT_BUCKETS.len());
+        self.counts[i].fetch_add(1, Relaxed);
+        self.sum_ms.fetch_add(waited.as_millis() as u64, Relaxed);
     }
 }
 
@@ -101,6 +142,8 @@ pub struct CampaignGauges {
     pub sold: i64,
     /// The last reconciliation's verdict: when (ms) and how many violations.
     pub reconciled: Option<(i64, u64)>,
+    /// The waiting room's counters, for a campaign that has one.
+    pub queue: Option<seckill_core::protocol::QueueProgress>,
 }
 
 impl CampaignGauges {
@@ -118,11 +161,23 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 }
 
 fn histogram(out: &mut String, name: &str, labels: &str, counts: &[u64], sum_ns: u64) {
+    histogram_of(out, name, labels, &BUCKETS, counts, sum_ns as f64 / 1e9);
+}
+
+/// A histogram's lines: buckets bounded by `bounds` (then `+Inf`) and the sum in seconds.
+fn histogram_of(
+    out: &mut String,
+    name: &str,
+    labels: &str,
+    bounds: &[f64],
+    counts: &[u64],
+    sum_s: f64,
+) {
     let sep = if labels.is_empty() { "" } else { "," };
     let mut cumulative = 0;
     for (i, c) in counts.iter().enumerate() {
         cumulative += c;
-        let le = BUCKETS
+        let le = bounds
             .get(i)
             .map_or_else(|| "+Inf".to_string(), |b| b.to_string());
         let _ = writeln!(
@@ -137,7 +192,7 @@ fn histogram(out: &mut String, name: &str, labels: &str, counts: &[u64], sum_ns:
             format!("{{{s}}}")
         }
     };
-    let _ = writeln!(out, "{name}_sum{} {}", braces(labels), sum_ns as f64 / 1e9);
+    let _ = writeln!(out, "{name}_sum{} {}", braces(labels), sum_s);
     let _ = writeln!(out, "{name}_count{} {cumulative}", braces(labels));
 }
 
@@ -337,6 +392,77 @@ pub fn render(m: &Metrics, campaigns: &[CampaignGauges]) -> String {
                 pick(c)
             );
         }
+    }
+
+    for (name, kind, help, pick) in [
+        (
+            "seckill_queue_waiting",
+            "gauge",
+            "Shoppers in the waiting room not let through yet.",
+            (|q: &seckill_core::protocol::QueueProgress| q.waiting())
+                as fn(&seckill_core::protocol::QueueProgress) -> u64,
+        ),
+        (
+            "seckill_queue_admitted",
+            "gauge",
+            "Shoppers the waiting room has let through, since it opened.",
+            |q| q.admitted,
+        ),
+        (
+            "seckill_queue_passes_outstanding",
+            "gauge",
+            "Passes given and neither used nor expired: each reserves a unit.",
+            |q| q.outstanding,
+        ),
+        (
+            "seckill_queue_passes_used",
+            "gauge",
+            "Passes used to buy, since the room opened.",
+            |q| q.used,
+        ),
+        (
+            "seckill_queue_passes_expired",
+            "gauge",
+            "Passes that ran out unused (their units went to the next in line).",
+            |q| q.expired,
+        ),
+        (
+            "seckill_queue_admit_per_second",
+            "gauge",
+            "The waiting room's admission rate.",
+            |q| u64::from(q.admit_per_s),
+        ),
+    ] {
+        header(&mut out, name, kind, help);
+        for c in campaigns {
+            if let Some(q) = &c.queue {
+                let _ = writeln!(out, "{name}{{campaign=\"{}\"}} {}", label(&c.id), pick(q));
+            }
+        }
+    }
+    header(
+        &mut out,
+        "seckill_queue_wait_seconds",
+        "histogram",
+        "How long the shoppers this node let through had waited in line (the pre-queue counts from the opening).",
+    );
+    {
+        let mut counts = [0u64; WAIT_BUCKETS.len() + 1];
+        let mut sum_ms = 0u64;
+        for s in &m.shards {
+            for (c, a) in counts.iter_mut().zip(&s.queue_wait.counts) {
+                *c += a.load(Relaxed);
+            }
+            sum_ms += s.queue_wait.sum_ms.load(Relaxed);
+        }
+        histogram_of(
+            &mut out,
+            "seckill_queue_wait_seconds",
+            "",
+            &WAIT_BUCKETS,
+            &counts,
+            sum_ms as f64 / 1000.0,
+        );
     }
 
     header(

@@ -126,6 +126,18 @@ async fn stock(shard: &Shard) -> Vec<CampaignGauges> {
                 }
             }
         }
+        if c.spec.queue.is_some() {
+            let mut replies = Vec::new();
+            for cmd in protocol::queue_progress(&c.spec.id) {
+                match shard.store.conn.query(&cmd).await {
+                    Ok(v) => replies.push(v),
+                    Err(_) => break,
+                }
+            }
+            if replies.len() == 4 {
+                g.queue = Some(protocol::read_queue_progress(&replies));
+            }
+        }
         let verdict = protocol::verdict(&c.spec.id);
         if let Ok(v) = shard.store.conn.query(&verdict).await {
             g.reconciled = protocol::read_verdict(&v);

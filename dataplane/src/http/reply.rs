@@ -83,6 +83,8 @@ pub enum ApiError {
     TicketsExhausted,
     /// The campaign does not use tickets.
     NoTickets,
+    /// The campaign has no waiting room.
+    NoQueue,
 }
 
 impl From<crate::guard::Refusal> for ApiError {
@@ -133,6 +135,7 @@ impl ApiError {
             ChallengeInvalid => Outcome::ChallengeInvalid,
             TicketsExhausted => Outcome::TicketsExhausted,
             NoTickets => Outcome::NoTickets,
+            NoQueue => Outcome::NoQueue,
         }
     }
 
@@ -182,6 +185,7 @@ impl ApiError {
                     .into()
             }
             NoTickets => "this campaign needs no ticket".into(),
+            NoQueue => "this campaign has no waiting room".into(),
         }
     }
 

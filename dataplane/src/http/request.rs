@@ -25,6 +25,8 @@ pub enum Route<'a> {
     /// The campaign's page, and the files it loads.
     Page(&'a str),
     Asset(&'a str),
+    /// The waiting room: join (`POST`) or look (`GET`).
+    Queue(&'a str, bool),
 }
 
 impl<'a> Route<'a> {
@@ -44,6 +46,7 @@ impl<'a> Route<'a> {
             Route::Events(_) => Endpoint::Events,
             Route::Page(_) => Endpoint::Page,
             Route::Asset(_) => Endpoint::Asset,
+            Route::Queue(..) => Endpoint::Queue,
         }
     }
 
@@ -60,6 +63,7 @@ impl<'a> Route<'a> {
                 | Route::Events(_)
                 | Route::Order(_)
                 | Route::Download(_)
+                | Route::Queue(..)
         )
     }
 
@@ -90,6 +94,13 @@ impl<'a> Route<'a> {
             ["api", "campaigns", id, "events"] => (Route::Events(id), Method::GET),
             ["c", id] => (Route::Page(id), Method::GET),
             ["static", name] => (Route::Asset(name), Method::GET),
+            ["api", "campaigns", id, "queue"] => {
+                return match *method {
+                    Method::POST => Ok(Route::Queue(id, true)),
+                    Method::GET => Ok(Route::Queue(id, false)),
+                    _ => Err(ApiError::MethodNotAllowed),
+                }
+            }
             _ => return Err(ApiError::NotFound),
         };
         if *method == allowed {

@@ -164,3 +164,89 @@ pub(super) async fn report_loop(shard: Rc<Shard>) {
         }
     }
 }
+
+/// How often the admission runs a round, and how long its lease lasts unrenewed.
+const ADMIT_EVERY: Duration = Duration::from_millis(100);
+const ADMIT_LEASE_MS: u64 = 3_000;
+/// How often a node that does not hold a room's lease looks whether it lapsed.
+const FOLLOWER_RETRY: Duration = Duration::from_secs(1);
+
+/// A room's admission as one node runs it: credit earned at the room's rate, and when
+/// to try again while another node holds the lease.
+#[derive(Default)]
+struct Admission {
+    credit: f64,
+    last: Option<std::time::Instant>,
+    retry_at: Option<std::time::Instant>,
+}
+
+/// Shard 0's admission for every waiting room: each round lets through what the rate
+/// has earned since the last, within the units free to reserve (see `queue_admit.lua`).
+/// Every node runs it; the room's lease lets one node at a time do the work, and
+/// another takes over within the lease's life when that one stops.
+pub(super) async fn admission_loop(shard: Rc<Shard>) {
+    let holder = format!("{}/{}", shard.settings.node, shard.index);
+    let mut rooms: std::collections::HashMap<String, Admission> = Default::default();
+    loop {
+        Timer::new(ADMIT_EVERY).await;
+        let queued: Vec<(String, u32, u32, bool)> = shard
+            .campaigns
+            .borrow()
+            .values()
+            .filter(|v| matches!(v.campaign.state, State::Armed | State::Live | State::Paused))
+            .filter_map(|v| {
+                let s = &v.campaign.spec;
+                let rate = v
+                    .queue
+                    .as_ref()
+                    .map(|q| q.admit_per_s)
+                    .filter(|r| *r > 0)
+                    .unwrap_or(s.queue?.admit_per_s);
+                Some((s.id.clone(), s.partitions, rate, v.campaign.state == State::Live))
+            })
+            .collect();
+        rooms.retain(|id, _| queued.iter().any(|(q, ..)| q == id));
+        for (id, partitions, rate, live) in queued {
+            let now = std::time::Instant::now();
+            let room = rooms.entry(id.clone()).or_default();
+            if room.retry_at.is_some_and(|t| now < t) {
+                continue;
+            }
+            // Credit accrues only while the sale is live, and at most a second's worth:
+            // a room that had nothing to give does not burst when units come back.
+            let earned = room
+                .last
+                .map_or(0.0, |t| now.duration_since(t).as_secs_f64() * f64::from(rate));
+            room.last = Some(now);
+            room.credit = if live {
+                (room.credit + earned).min(f64::from(rate).max(1.0))
+            } else {
+                0.0
+            };
+            let budget = room.credit.floor() as u64;
+            match shard
+                .store
+                .admit(&id, partitions, &holder, ADMIT_LEASE_MS, budget)
+                .await
+            {
+                Ok(round) if round.follower => {
+                    room.retry_at = Some(now + FOLLOWER_RETRY);
+                    room.credit = 0.0;
+                }
+                Ok(round) => {
+                    room.retry_at = None;
+                    room.credit -= round.admitted as f64;
+                    for w in &round.waits_ms {
+                        shard
+                            .metrics
+                            .admitted_after(Duration::from_millis((*w).max(0) as u64));
+                    }
+                    if round.admitted > 0 {
+                        tracing::debug!(campaign = %id, admitted = round.admitted, outstanding = round.outstanding, left = round.left, "let shoppers through");
+                    }
+                }
+                Err(e) => tracing::debug!(campaign = %id, error = %e, "admission round failed"),
+            }
+        }
+    }
+}

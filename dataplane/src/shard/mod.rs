@@ -14,13 +14,20 @@ use crate::campaign::{Campaign, State};
 use crate::config::Settings;
 use crate::guard::Guard;
 use crate::store::{self, Store, StoreError};
-use seckill_core::protocol;
+use seckill_core::protocol::{self, QueueProgress};
 
 mod loops;
-use loops::{listen_for_changes, rebalance_loop, report_loop, sync_loop};
+use loops::{admission_loop, listen_for_changes, rebalance_loop, report_loop, sync_loop};
 
-/// What a campaign's event is made from: state, remaining, start and end.
-pub type LiveKey = (&'static str, i64, Option<i64>, Option<i64>);
+/// What a campaign's event is made from: state, remaining, start and end, and the
+/// waiting room's rate, draw, admissions and sold-out flag.
+pub type LiveKey = (
+    &'static str,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<(u32, bool, u64, bool)>,
+);
 
 /// Which cap refused an event stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,13 +102,18 @@ pub struct CampaignView {
     pub sold_out: bool,
     /// Arrival counters of the last poll that found every partition empty.
     empty_inflows: Option<Vec<i64>>,
+    /// The waiting room's counters as of the last poll, for a campaign with one.
+    pub queue: Option<QueueProgress>,
 }
 
 impl CampaignView {
-    /// The state shoppers see: a live campaign with nothing left reports `sold_out`.
+    /// The state shoppers see: a live campaign with nothing left (or, with a waiting
+    /// room, nothing left to reserve and nothing reserved) reports `sold_out`.
     pub fn public_state(&self) -> &'static str {
         match self.campaign.state {
-            State::Live if self.sold_out => "sold_out",
+            State::Live if self.sold_out || self.queue.as_ref().is_some_and(|q| q.sold_out) => {
+                "sold_out"
+            }
             State::Arming => "draft",
             s => s.as_str(),
         }
@@ -199,6 +211,7 @@ impl Shard {
         glommio::spawn_local(report_loop(shard.clone())).detach();
         if index == 0 {
             glommio::spawn_local(rebalance_loop(shard.clone())).detach();
+            glommio::spawn_local(admission_loop(shard.clone())).detach();
         }
         shard
     }
@@ -277,6 +290,7 @@ impl Shard {
                             remaining: 0,
                             sold_out: false,
                             empty_inflows: None,
+                            queue: None,
                         },
                     );
                 }
@@ -323,17 +337,27 @@ impl Shard {
                 .replace(entries, now_ms, std::time::Instant::now());
             self.blacklist_version.set(Some(bl_version));
         }
-        let stocked: Vec<(String, u32)> = self
+        let stocked: Vec<(String, u32, bool)> = self
             .campaigns
             .borrow()
             .values()
             .filter(|v| matches!(v.campaign.state, State::Armed | State::Live | State::Paused))
-            .map(|v| (v.campaign.spec.id.clone(), v.campaign.spec.partitions))
+            .map(|v| {
+                let s = &v.campaign.spec;
+                (s.id.clone(), s.partitions, s.queue.is_some())
+            })
             .collect();
-        for (id, partitions) in stocked {
+        for (id, partitions, queued) in stocked {
             let probes = self.store.probe_all(&id, partitions).await?;
+            let queue = if queued {
+                let v = conn.query(&protocol::queue_counters(&id)).await?;
+                Some(protocol::read_queue_counters(&v))
+            } else {
+                None
+            };
             let mut map = self.campaigns.borrow_mut();
             let Some(v) = map.get_mut(&id) else { continue };
+            v.queue = queue;
             v.remaining = probes.iter().map(|p| p.stock + p.transit).sum();
             if v.remaining > 0 {
                 v.sold_out = false;

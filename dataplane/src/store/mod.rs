@@ -4,6 +4,7 @@
 mod conn;
 mod orders;
 mod purchase;
+mod queue;
 mod tickets;
 mod transfer;
 
@@ -11,6 +12,7 @@ pub(crate) use conn::connect;
 pub use conn::{slot_of, RedisConn, Reply, StoreError};
 pub use orders::Payment;
 pub use purchase::{purchase_call, Purchase, PurchaseRequest};
+pub use queue::{Look, Round, Standing};
 pub use seckill_core::reply::{int, text};
 pub use tickets::{Challenge, Issue, NewTicket};
 pub use transfer::{rebalance, PartitionProbe};

@@ -18,6 +18,9 @@ pub struct PurchaseRequest<'a> {
     /// The id of the ticket this purchase uses (campaigns that require one), and how
     /// long its use is remembered.
     pub ticket: Option<(&'a str, u64)>,
+    /// With a waiting room's pass as the ticket: when the pass ends (ms). Its use goes
+    /// into the partition's pass log, which the admission counts.
+    pub pass_expires_ms: Option<i64>,
 }
 
 /// Every way a purchase can end. Refusals are outcomes, not errors.
@@ -42,7 +45,7 @@ pub enum Purchase {
     UnknownCampaign,
     /// Stock kept moving away for too many rounds; the client may retry.
     Contended,
-    /// The ticket was used by an earlier purchase.
+    /// The ticket was used by an earlier purchase, or the pass ran out.
     TicketUsed,
 }
 
@@ -94,6 +97,10 @@ pub fn purchase_call(
         None => {
             cmd.arg("").arg("");
         }
+    }
+    if let Some(expires_ms) = req.pass_expires_ms {
+        arg(&mut cmd, format_args!("{tag}:passes"));
+        cmd.arg(expires_ms);
     }
     cmd
 }
@@ -176,7 +183,7 @@ impl Store {
             "ended" => Purchase::Ended,
             "paused" => Purchase::Paused,
             "unknown" => Purchase::UnknownCampaign,
-            "ticket_used" => Purchase::TicketUsed,
+            "ticket_used" | "ticket_expired" => Purchase::TicketUsed,
             other => {
                 return Err(StoreError::Protocol(format!(
                     "purchase script answered '{other}'"
@@ -202,7 +209,11 @@ mod tests {
         let ks: Vec<&str> = ks.iter().map(String::as_str).collect();
         let (qty, pidx, ttl) = (req.quantity.to_string(), p.to_string(), ttl.to_string());
         let prefix = keys.order_prefix();
-        let args = [
+        let (log, pass_end) = (
+            keys.pass_log(),
+            req.pass_expires_ms.unwrap_or(0).to_string(),
+        );
+        let mut args = vec![
             req.user,
             qty.as_str(),
             req.campaign,
@@ -212,17 +223,21 @@ mod tests {
             ticket.as_str(),
             ticket_ttl.as_str(),
         ];
+        if req.pass_expires_ms.is_some() {
+            args.extend([log.as_str(), pass_end.as_str()]);
+        }
         super::super::script_call(&scripts::PURCHASE, &ks, &args).get_packed_command()
     }
 
     #[test]
     fn the_purchase_call_carries_every_key_and_argument() {
         let keys = PartitionKeys::new("spring", 5);
-        for (idempotency_key, ticket) in [
-            (None, None),
-            (Some("k-1"), None),
-            (None, Some(("t9", 600))),
-            (Some("k-2"), Some(("t9", 600))),
+        for (idempotency_key, ticket, pass_expires_ms) in [
+            (None, None, None),
+            (Some("k-1"), None, None),
+            (None, Some(("t9", 600)), None),
+            (Some("k-2"), Some(("t9", 600)), None),
+            (Some("k-3"), Some(("q17", 120)), Some(1_800_000_000_000)),
         ] {
             let req = PurchaseRequest {
                 campaign: "spring",
@@ -231,6 +246,7 @@ mod tests {
                 quantity: 2,
                 idempotency_key,
                 ticket,
+                pass_expires_ms,
             };
             assert_eq!(
                 purchase_call(&keys, 5, &req, 86_400).get_packed_command(),

@@ -5,7 +5,7 @@ use crate::campaign::State;
 use crate::http::reply::{ok, Reply};
 use crate::http::ApiError;
 use crate::shard::{CampaignView, Shard};
-use seckill_core::api::CampaignInfo;
+use seckill_core::api::{CampaignInfo, QueueInfo};
 
 fn published(v: &CampaignView) -> bool {
     !matches!(v.campaign.state, State::Draft | State::Arming)
@@ -24,6 +24,19 @@ fn info(v: &CampaignView) -> CampaignInfo<'_> {
         per_user_limit: c.spec.per_user_limit,
         price_cents: c.spec.price_cents,
         require_ticket: c.spec.require_ticket,
+        queue: c.spec.queue.map(|spec| {
+            let q = v.queue.as_ref();
+            QueueInfo {
+                admit_per_s: q
+                    .map(|q| q.admit_per_s)
+                    .filter(|r| *r > 0)
+                    .unwrap_or(spec.admit_per_s),
+                pass_ttl_s: spec.pass_ttl_s,
+                drawn: q.is_some_and(|q| q.drawn_ms.is_some()),
+                admitted: q.map_or(0, |q| q.admitted),
+                sold_out: q.is_some_and(|q| q.sold_out),
+            }
+        }),
     }
 }
 

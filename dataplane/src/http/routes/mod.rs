@@ -8,5 +8,6 @@ pub mod orders;
 pub mod page;
 pub mod pay;
 pub mod purchase;
+pub mod queue;
 pub mod session;
 pub mod time;

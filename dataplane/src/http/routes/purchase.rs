@@ -11,7 +11,7 @@ use crate::http::request::{self, PurchaseBody};
 use crate::http::{authenticate, before_body, read_json, ApiError};
 use crate::shard::Shard;
 use crate::store::{Purchase, PurchaseRequest};
-use seckill_core::api;
+use seckill_core::{api, queue};
 
 /// Within this long of the opening or the end, the shard leaves the verdict to the
 /// purchase script, which reads Redis's clock: the shard's own is corrected to Redis's
@@ -40,7 +40,7 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
     let body: PurchaseBody = read_json(shard, req).await?;
 
     // The shard's own verdict, taken before any Redis call.
-    let (partitions, limit, needs_ticket, refusal) = shard
+    let (partitions, limit, needs_ticket, pass_ttl_s, refusal) = shard
         .with_campaign(id, |v| {
             let c = &v.campaign;
             let now = crate::now_ms();
@@ -59,13 +59,16 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
                 State::Live if c.ends_at_ms.is_some_and(|e| now >= e + EDGE_MS) => {
                     Some(ApiError::Ended)
                 }
-                State::Live if v.sold_out => Some(ApiError::SoldOut),
+                // A pass reserves a unit: its holder hears `sold_out` from no one, and
+                // the script has the last word for anyone.
+                State::Live if v.sold_out && c.spec.queue.is_none() => Some(ApiError::SoldOut),
                 State::Live => None,
             };
             (
                 c.spec.partitions,
                 c.spec.per_user_limit,
                 c.spec.require_ticket,
+                c.spec.queue.map(|q| q.pass_ttl_s),
                 refusal,
             )
         })
@@ -96,17 +99,24 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
             "quantity: must be between 1 and {limit}"
         )));
     }
-    let ticket = if needs_ticket {
-        let t = body
+    // With a waiting room the ticket is its pass (the proof of work, if any, was the
+    // price of joining); else the proof of work's ticket, for a campaign that asks one.
+    let (ticket, pass_expires_ms) = if needs_ticket || pass_ttl_s.is_some() {
+        let (t, expires_ms) = body
             .ticket
             .as_deref()
-            .and_then(|t| pow::verify_ticket(&shard.settings.secret, t, crate::now_ms()).ok())
-            .filter(|t| t.campaign == id && t.user == user)
+            .and_then(|t| {
+                pow::verify_ticket_until(&shard.settings.secret, t, crate::now_ms()).ok()
+            })
+            .filter(|(t, _)| {
+                t.campaign == id && t.user == user && queue::is_pass(&t.id) == pass_ttl_s.is_some()
+            })
             .ok_or(ApiError::TicketInvalid)?;
-        Some(t.id)
+        (Some(t.id), pass_ttl_s.map(|_| expires_ms))
     } else {
-        None
+        (None, None)
     };
+    let ticket_ttl_s = pass_ttl_s.map_or(shard.settings.tickets.ticket_ttl_s, |s| s + 60) * 2;
     shard
         .guard
         .borrow_mut()
@@ -119,9 +129,8 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
             user: &user,
             quantity: body.quantity as u32,
             idempotency_key: idem.as_deref(),
-            ticket: ticket
-                .as_deref()
-                .map(|t| (t, shard.settings.tickets.ticket_ttl_s * 2)),
+            ticket: ticket.as_deref().map(|t| (t, ticket_ttl_s)),
+            pass_expires_ms,
         })
         .await
         .map_err(|e| {

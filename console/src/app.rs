@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use seckill_core::campaign::{Action, State};
 
 use crate::data::{CampaignRow, Snapshot};
+use crate::prompt::{self, Prompt};
 
 /// A change to the control plane, asked for by a key.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,25 +35,6 @@ pub enum View {
     Campaigns,
     Detail,
     Fleet,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Prompt {
-    CreateFrom,
-    Limits,
-    Block,
-    Unblock,
-}
-
-impl Prompt {
-    pub fn title(self) -> &'static str {
-        match self {
-            Prompt::CreateFrom => "New campaign from a TOML file",
-            Prompt::Limits => "Set limits on every node (field=value …)",
-            Prompt::Block => "Block (ip:ADDRESS or user:ID, then seconds)",
-            Prompt::Unblock => "Unblock (ip:ADDRESS or user:ID)",
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -351,7 +333,7 @@ impl App {
             },
             Popup::Input { prompt, mut text } => match key.code {
                 KeyCode::Esc => None,
-                KeyCode::Enter => match parse_input(prompt, &text) {
+                KeyCode::Enter => match prompt::parse(prompt, &text) {
                     Ok(c) => Some(c),
                     Err(e) => {
                         self.fail(e);
@@ -445,58 +427,5 @@ impl App {
             ("q", "quit"),
         ]);
         k
-    }
-}
-
-/// Turns what was typed into a command, or says what is wrong with it.
-pub fn parse_input(prompt: Prompt, text: &str) -> Result<Command, String> {
-    let text = text.trim();
-    match prompt {
-        Prompt::CreateFrom => {
-            if text.is_empty() {
-                return Err("give the path of a campaign file".into());
-            }
-            Ok(Command::Create {
-                file: PathBuf::from(text),
-            })
-        }
-        Prompt::Limits => {
-            let mut pairs = Vec::new();
-            for part in text.split_whitespace() {
-                let (k, v) = part
-                    .split_once('=')
-                    .ok_or_else(|| format!("'{part}': expected field=value"))?;
-                pairs.push((k.to_string(), v.to_string()));
-            }
-            if pairs.is_empty() {
-                return Err(format!(
-                    "give field=value pairs; fields: {}",
-                    seckill_core::limits::Limits::FIELDS.join(" ")
-                ));
-            }
-            let mut check = seckill_core::limits::Limits::default();
-            for (k, v) in &pairs {
-                check.set(k, v)?;
-            }
-            Ok(Command::SetLimits(pairs))
-        }
-        Prompt::Block => {
-            let mut parts = text.split_whitespace();
-            let entry = parts.next().ok_or("give ip:ADDRESS or user:ID")?;
-            let entry = seckill_core::blacklist::parse_entry(entry)?;
-            let ttl_s = match parts.next() {
-                None => 3600,
-                Some(t) => t
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|t| *t > 0)
-                    .ok_or_else(|| format!("'{t}': seconds must be a positive number"))?,
-            };
-            Ok(Command::Block { entry, ttl_s })
-        }
-        Prompt::Unblock => {
-            let entry = seckill_core::blacklist::parse_entry(text)?;
-            Ok(Command::Unblock { entry })
-        }
     }
 }

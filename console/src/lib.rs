@@ -4,6 +4,7 @@
 //! - [`data`]: one read of the control plane (campaigns and their partitions, the
 //!   fleet's telemetry, limits, blacklist) and the live ledger line;
 //! - [`app`]: the state, and what each key does to it (commands for the control plane);
+//! - [`prompt`]: what each prompt asks, and what was typed read into a command;
 //! - [`command`]: carries the commands out;
 //! - [`ui`]: draws the state, one view per file;
 //! - [`run`]: the terminal, the event loop and the data thread.
@@ -11,5 +12,6 @@
 pub mod app;
 pub mod command;
 pub mod data;
+pub mod prompt;
 pub mod run;
 pub mod ui;

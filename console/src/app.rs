@@ -21,6 +21,7 @@ pub enum Command {
     Block { entry: String, ttl_s: u64 },
     Unblock { entry: String },
     Reconcile { id: String },
+    SetAdmitRate { id: String, rate: u32 },
 }
 
 /// What a command came back with.
@@ -280,9 +281,26 @@ impl App {
                 self.status = Some((format!("reconciling {id} …"), false));
                 return Some(Command::Reconcile { id });
             }
+            KeyCode::Char('w') => self.ask_admit_rate(),
             _ => {}
         }
         None
+    }
+
+    /// Asks for a new admission rate for the current campaign's waiting room; refused
+    /// here for a campaign without one, or one whose room has closed.
+    fn ask_admit_rate(&mut self) {
+        let Some(c) = self.current() else { return };
+        let id = c.id().to_string();
+        let Some(now) = c.admit_per_s() else {
+            self.fail(format!("{id} has no waiting room"));
+            return;
+        };
+        if c.campaign.state == State::Ended {
+            self.fail(format!("{id} is ended: its waiting room is closed"));
+            return;
+        }
+        self.ask(Prompt::AdmitRate { id, now }, "");
     }
 
     /// A lifecycle action on the current campaign: refused here when its state does not
@@ -333,7 +351,7 @@ impl App {
             },
             Popup::Input { prompt, mut text } => match key.code {
                 KeyCode::Esc => None,
-                KeyCode::Enter => match prompt::parse(prompt, &text) {
+                KeyCode::Enter => match prompt::parse(&prompt, &text) {
                     Ok(c) => Some(c),
                     Err(e) => {
                         self.fail(e);
@@ -415,6 +433,7 @@ impl App {
                 ("r", "resume"),
                 ("x", "stop"),
                 ("c", "reconcile"),
+                ("w", "admission rate"),
             ]);
         }
         k.extend([

@@ -76,6 +76,12 @@ pub fn execute(con: &mut Connection, command: &Command, stores: &Stores) -> anyh
                 anyhow::bail!("{entry} was not blocked")
             }
         }
+        Command::SetAdmitRate { id, rate } => {
+            control::set_admit_rate(con, id, *rate)?;
+            done(format!(
+                "{id} lets {rate} shoppers through per second from its next round"
+            ))
+        }
         Command::Reconcile { id } => {
             let stores = stores.resolve();
             if stores.is_empty() {

@@ -1,20 +1,23 @@
 //! What the console shows, read from the control plane in one pass: every campaign with
 //! its partitions (read in one transaction, so the live ledger line is exact even during
-//! a surge), the fleet's telemetry, the limit overrides and the blacklist.
+//! a surge) and its waiting room, the fleet's telemetry, the limit overrides and the
+//! blacklist.
 
 use seckill_core::connection::Connection;
 use std::collections::HashMap;
 
 use seckill_core::blacklist;
 use seckill_core::campaign::Campaign;
-use seckill_core::control::{self, PartitionStock};
+use seckill_core::control::{self, PartitionStock, QueueProgress};
 use seckill_core::telemetry::{self, Fleet};
 
-/// One campaign and its stock, as of one read.
+/// One campaign, its stock and its waiting room, as of one read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CampaignRow {
     pub campaign: Campaign,
     pub partitions: Vec<PartitionStock>,
+    /// The waiting room's counters, for a campaign with a `[queue]`.
+    pub queue: Option<QueueProgress>,
 }
 
 impl CampaignRow {
@@ -80,6 +83,16 @@ impl CampaignRow {
         (!problems.is_empty()).then(|| problems.join("; "))
     }
 
+    /// How many shoppers the waiting room lets through per second: an operator's rate,
+    /// else the campaign file's (Redis holds none until the campaign is armed).
+    pub fn admit_per_s(&self) -> Option<u32> {
+        let spec = self.campaign.spec.queue?;
+        Some(match &self.queue {
+            Some(q) if q.admit_per_s > 0 => q.admit_per_s,
+            _ => spec.admit_per_s,
+        })
+    }
+
     /// The state a shopper sees: live with nothing left and nothing moving is sold out.
     pub fn shown_state(&self) -> &'static str {
         use seckill_core::campaign::State;
@@ -108,9 +121,14 @@ pub fn fetch(con: &mut Connection) -> anyhow::Result<Snapshot> {
     let mut campaigns = Vec::new();
     for campaign in control::list(con)? {
         let partitions = control::partitions(con, &campaign)?;
+        let queue = match campaign.spec.queue {
+            Some(_) => Some(control::queue_progress(con, &campaign.spec.id)?),
+            None => None,
+        };
         campaigns.push(CampaignRow {
             campaign,
             partitions,
+            queue,
         });
     }
     let overrides: HashMap<String, String> = control::limit_overrides(con)?;

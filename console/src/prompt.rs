@@ -5,27 +5,36 @@ use std::path::PathBuf;
 
 use crate::app::Command;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Prompt {
     CreateFrom,
     Limits,
     Block,
     Unblock,
+    /// A new admission rate for the waiting room of `id`, which lets `now` through a
+    /// second.
+    AdmitRate {
+        id: String,
+        now: u32,
+    },
 }
 
 impl Prompt {
-    pub fn title(self) -> &'static str {
+    pub fn title(&self) -> String {
         match self {
-            Prompt::CreateFrom => "New campaign from a TOML file",
-            Prompt::Limits => "Set limits on every node (field=value …)",
-            Prompt::Block => "Block (ip:ADDRESS or user:ID, then seconds)",
-            Prompt::Unblock => "Unblock (ip:ADDRESS or user:ID)",
+            Prompt::CreateFrom => "New campaign from a TOML file".into(),
+            Prompt::Limits => "Set limits on every node (field=value …)".into(),
+            Prompt::Block => "Block (ip:ADDRESS or user:ID, then seconds)".into(),
+            Prompt::Unblock => "Unblock (ip:ADDRESS or user:ID)".into(),
+            Prompt::AdmitRate { id, now } => {
+                format!("Admission rate of {id}: shoppers let in per second (now {now})")
+            }
         }
     }
 }
 
 /// Turns what was typed at `prompt` into a command, or says what is wrong with it.
-pub fn parse(prompt: Prompt, text: &str) -> Result<Command, String> {
+pub fn parse(prompt: &Prompt, text: &str) -> Result<Command, String> {
     let text = text.trim();
     match prompt {
         Prompt::CreateFrom => {
@@ -74,5 +83,22 @@ pub fn parse(prompt: Prompt, text: &str) -> Result<Command, String> {
             let entry = seckill_core::blacklist::parse_entry(text)?;
             Ok(Command::Unblock { entry })
         }
+        Prompt::AdmitRate { id, .. } => Ok(Command::SetAdmitRate {
+            id: id.clone(),
+            rate: admit_rate(text)?,
+        }),
     }
+}
+
+/// A waiting room's admission rate, checked as the campaign file's `[queue]
+/// admit_per_s` is.
+fn admit_rate(text: &str) -> Result<u32, String> {
+    const FIELD: &str = "queue.admit_per_s";
+    let rate = text
+        .parse::<u64>()
+        .map_err(|_| format!("{FIELD}: '{text}' is not a whole number of shoppers per second"))?;
+    // Beyond u32 is beyond the bound too: the check names it.
+    let rate = u32::try_from(rate).unwrap_or(u32::MAX);
+    seckill_core::campaign::valid_admit_rate(rate).map_err(|e| e.to_string())?;
+    Ok(rate)
 }

@@ -5,6 +5,8 @@ mod common;
 
 use common::*;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
 use redis::Commands;
 
 use seckill_console::app::{App, Popup, View};
@@ -58,6 +60,17 @@ impl Console {
 
     fn status(&self) -> String {
         self.app.status.clone().map(|s| s.0).unwrap_or_default()
+    }
+
+    /// What an 80×24 terminal shows, every run of blanks made one space.
+    fn screen(&self) -> String {
+        let mut t = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+        t.draw(|f| seckill_console::ui::draw(&self.app, f))
+            .expect("draw");
+        format!("{}", t.backend())
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 
@@ -196,4 +209,98 @@ fn reconciliation_opens_a_scrollable_report() {
     assert!(matches!(c.app.popup, Some(Popup::Report { scroll: 1, .. })));
     c.press(KeyCode::Esc);
     assert!(c.app.popup.is_none());
+}
+
+#[test]
+fn a_waiting_room_shows_what_redis_holds_and_its_rate_changes_from_keys() {
+    use seckill_core::campaign::{Action, CampaignSpec};
+    use seckill_core::control;
+    use seckill_core::keys::QueueKeys;
+
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut con = redis.con();
+    let text = std::fs::read_to_string(campaign_file(dir.path(), "doors")).expect("read");
+    let queued = format!("{text}[queue]\nadmit_per_s = 200\npass_ttl_s = 60\n");
+    control::create(&mut con, CampaignSpec::from_toml(&queued).expect("spec")).expect("create");
+    control::arm(&mut con, "doors").expect("arm");
+    control::act(&mut con, "doors", Action::Start).expect("start");
+    let plain = std::fs::read_to_string(campaign_file(dir.path(), "plain")).expect("read");
+    control::create(&mut con, CampaignSpec::from_toml(&plain).expect("spec")).expect("create");
+
+    // The room five seconds after its opening: 40 drawn from the pre-queue and 25
+    // joined since, 30 let through; 22 of them bought, 3 let their pass lapse, 5 hold one.
+    let k = QueueKeys::new("doors");
+    let drawn_ms = seckill_core::now_ms() - 5_000;
+    let _: () = con
+        .hset_multiple(
+            k.meta(),
+            &[
+                ("pre", "40".to_string()),
+                ("seq", "25".into()),
+                ("admitted", "30".into()),
+                ("drawn_ms", drawn_ms.to_string()),
+                ("seed", "5eed0f0ddba11c0ffee5eed0f0ddba11".into()),
+                ("used", "22".into()),
+                ("expired", "3".into()),
+                ("sold_out", "0".into()),
+            ],
+        )
+        .expect("meta");
+    for user in ["ann", "bob", "cy", "dee", "eve"] {
+        let _: () = con.zadd(k.passes(), user, drawn_ms + 60_000).expect("pass");
+    }
+    let _: () = con.set(k.lease(), "edge-1:8080/0").expect("lease");
+
+    let mut c = Console::new(&redis, Stores::default());
+    assert_eq!(c.app.current().map(|r| r.id()), Some("doors"));
+    c.press(KeyCode::Enter);
+    let screen = c.screen();
+    for shown in [
+        "waiting 35 admitted 30",
+        "passes out 5 rate 200/s",
+        "used 22 expired 3",
+        "run by edge-1:8080/0",
+        "5eed0f0ddba11c0ffee5eed0f0ddba11",
+    ] {
+        assert!(screen.contains(shown), "{shown}: {screen}");
+    }
+
+    // w asks for the rate; what is typed lands in the room's hash, and on screen.
+    c.press(KeyCode::Char('w'));
+    assert!(matches!(c.app.popup, Some(Popup::Input { .. })));
+    c.type_line("350");
+    assert!(c.app.popup.is_none(), "{}", c.status());
+    let rate: String = con.hget(k.meta(), "admit_per_s").expect("rate");
+    assert_eq!(rate, "350");
+    assert!(c.status().contains("350"), "{}", c.status());
+    assert!(c.screen().contains("rate 350/s"), "{}", c.screen());
+
+    // A rate that is no number, or out of bounds, is named; the prompt stays open and
+    // Redis keeps the rate.
+    for bad in ["fast", "0", "100001"] {
+        c.press(KeyCode::Char('w'));
+        c.type_line(bad);
+        assert!(matches!(c.app.popup, Some(Popup::Input { .. })), "{bad}");
+        assert!(
+            c.status().contains("queue.admit_per_s"),
+            "{bad}: {}",
+            c.status()
+        );
+        c.press(KeyCode::Esc);
+    }
+    let rate: String = con.hget(k.meta(), "admit_per_s").expect("rate");
+    assert_eq!(rate, "350");
+
+    // A campaign without a room is refused on the spot.
+    c.press(KeyCode::Esc);
+    c.press(KeyCode::Char('j'));
+    assert_eq!(c.app.current().map(|r| r.id()), Some("plain"));
+    c.press(KeyCode::Char('w'));
+    assert!(c.app.popup.is_none());
+    assert!(
+        c.status().contains("plain has no waiting room"),
+        "{}",
+        c.status()
+    );
 }

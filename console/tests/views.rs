@@ -6,10 +6,10 @@ use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use std::collections::BTreeMap;
 
-use seckill_console::app::{App, Link, View};
+use seckill_console::app::{App, Link, Popup, View};
 use seckill_console::data::{CampaignRow, Snapshot};
-use seckill_core::campaign::{Campaign, CampaignSpec, State};
-use seckill_core::control::PartitionStock;
+use seckill_core::campaign::{Campaign, CampaignSpec, QueueSpec, State};
+use seckill_core::control::{PartitionStock, QueueProgress};
 use seckill_core::telemetry::{Fleet, NodeView, RouteStats, WorkerRecord};
 
 /// 2026-11-29 20:00:00 UTC.
@@ -49,6 +49,7 @@ fn campaign(id: &str, total: u64, state: State, parts: &[(i64, i64, i64, i64)]) 
     CampaignRow {
         campaign,
         partitions,
+        queue: None,
     }
 }
 
@@ -163,10 +164,65 @@ fn app() -> App {
     app
 }
 
+/// A sale behind a waiting room, 95 s after its opening: 12,345 shoppers still in line,
+/// 3,000 let through, of whom 2,790 bought, 90 let their pass run out and 120 hold one.
+fn queued(progress: QueueProgress) -> App {
+    let mut row = campaign(
+        "doors",
+        5000,
+        State::Live,
+        &[
+            (560, 40, 650, 0),
+            (550, 30, 670, 0),
+            (540, 50, 660, 0),
+            (560, 30, 660, 0),
+        ],
+    );
+    row.campaign.spec.queue = Some(QueueSpec {
+        admit_per_s: 200,
+        pass_ttl_s: 60,
+    });
+    row.queue = Some(progress);
+    let mut app = App::new("redis://127.0.0.1:6390");
+    app.on_data(Ok(Snapshot {
+        at_ms: NOW,
+        campaigns: vec![row],
+        fleet: fleet(),
+        limits: vec![],
+        blacklist: vec![],
+    }));
+    app
+}
+
+fn drawn() -> QueueProgress {
+    QueueProgress {
+        admitted: 3000,
+        line: 15_345,
+        pre: 12_000,
+        drawn_ms: Some(NOW - 95_000),
+        seed: Some("9f86d081884c7d659a2feaa0c55ad015".into()),
+        admit_per_s: 350,
+        pass_ttl_ms: 60_000,
+        used: 2790,
+        expired: 90,
+        outstanding: 120,
+        sold_out: false,
+        leader: Some("edge-1:8080/0".into()),
+    }
+}
+
 fn screen(app: &App, w: u16, h: u16) -> TestBackend {
     let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
     t.draw(|f| seckill_console::ui::draw(app, f)).expect("draw");
     t.backend().clone()
+}
+
+/// The screen's text with every run of blanks made one space: what it says, not where.
+fn said(screen: &TestBackend) -> String {
+    format!("{screen}")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn key(app: &mut App, code: KeyCode) {
@@ -246,4 +302,78 @@ fn a_larger_terminal_shows_more() {
     let mut a = app();
     key(&mut a, KeyCode::Enter);
     insta::assert_snapshot!(screen(&a, 120, 32));
+}
+
+#[test]
+fn campaign_detail_with_its_waiting_room() {
+    let mut a = queued(drawn());
+    key(&mut a, KeyCode::Enter);
+    let s = screen(&a, 80, 24);
+    let text = said(&s);
+    for shown in [
+        "waiting 12,345 admitted 3,000",
+        "passes out 120 rate 350/s",
+        "used 2,790 expired 90",
+        "run by edge-1:8080/0",
+        "drawn 19:58:25, seed:",
+        "9f86d081884c7d659a2feaa0c55ad015",
+    ] {
+        assert!(text.contains(shown), "{shown}: {text}");
+    }
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn a_waiting_room_before_its_draw_keeps_its_seed() {
+    let mut a = queued(QueueProgress {
+        admitted: 0,
+        line: 0,
+        pre: 4321,
+        drawn_ms: None,
+        seed: None,
+        admit_per_s: 0,
+        outstanding: 0,
+        used: 0,
+        expired: 0,
+        leader: None,
+        ..drawn()
+    });
+    a.snapshot.campaigns[0].campaign.state = State::Armed;
+    key(&mut a, KeyCode::Enter);
+    let text = said(&screen(&a, 80, 24));
+    // Everyone in the pre-queue waits; the rate is the campaign file's until Redis has one.
+    for shown in [
+        "waiting 4,321 admitted 0",
+        "rate 200/s",
+        "seed: drawn at the opening",
+        "no node runs the admission",
+    ] {
+        assert!(text.contains(shown), "{shown}: {text}");
+    }
+    assert!(!text.contains("─ sold out ┐"), "{text}");
+}
+
+#[test]
+fn a_sold_out_waiting_room_says_so() {
+    let mut a = queued(QueueProgress {
+        sold_out: true,
+        ..drawn()
+    });
+    key(&mut a, KeyCode::Enter);
+    let text = said(&screen(&a, 80, 24));
+    assert!(text.contains("┌ waiting room ─"), "{text}");
+    assert!(text.contains("─ sold out ┐"), "{text}");
+}
+
+#[test]
+fn an_admission_rate_out_of_bounds() {
+    let mut a = queued(drawn());
+    key(&mut a, KeyCode::Enter);
+    key(&mut a, KeyCode::Char('w'));
+    for ch in "0".chars() {
+        key(&mut a, KeyCode::Char(ch));
+    }
+    key(&mut a, KeyCode::Enter);
+    assert!(matches!(a.popup, Some(Popup::Input { .. })));
+    insta::assert_snapshot!(screen(&a, 80, 24));
 }

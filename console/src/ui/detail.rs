@@ -1,5 +1,6 @@
-//! One campaign: the live ledger line, a gauge per partition, and the fleet's answers,
-//! latency, refusals and worker backlog beside them.
+//! One campaign: the live ledger line, a gauge per partition (and its waiting room under
+//! them, if it has one), and the fleet's answers, latency, refusals and worker backlog
+//! beside them.
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style, Stylize};
@@ -10,7 +11,7 @@ use ratatui::Frame;
 use std::collections::BTreeMap;
 
 use super::campaigns::{state_style, when};
-use super::{boxed, count};
+use super::{boxed, count, room};
 use crate::app::App;
 use crate::data::CampaignRow;
 
@@ -48,7 +49,16 @@ pub fn draw(app: &App, f: &mut Frame, area: Rect) {
     );
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(rest);
-    partitions(c, f, left);
+    match &c.queue {
+        Some(q) => {
+            let [parts, queue] =
+                Layout::vertical([Constraint::Min(3), Constraint::Length(room::height(q))])
+                    .areas(left);
+            partitions(c, f, parts);
+            room::draw(c, q, f, queue);
+        }
+        None => partitions(c, f, left),
+    }
     traffic(app, f, right);
 }
 

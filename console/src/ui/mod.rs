@@ -4,6 +4,7 @@
 mod campaigns;
 mod detail;
 mod fleet;
+mod room;
 
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style, Stylize};
@@ -31,7 +32,7 @@ pub fn draw(app: &App, f: &mut Frame) {
         None => {}
         Some(Popup::Help) => help(app, f),
         Some(Popup::Confirm { question, .. }) => confirm(f, question),
-        Some(Popup::Input { prompt, text }) => input(app, f, prompt.title(), text),
+        Some(Popup::Input { prompt, text }) => input(app, f, &prompt.title(), text),
         Some(Popup::Report {
             title,
             lines,

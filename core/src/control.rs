@@ -305,6 +305,40 @@ pub fn queue_progress(con: &mut Connection, id: &str) -> Result<QueueProgress> {
     Ok(protocol::read_queue_progress(&replies))
 }
 
+/// A waiting room's reservation at one instant: the units left (the total less those
+/// held or sold) and the passes outstanding (given, not expired, not used to buy, counting
+/// uses the admission has not read yet). `passes ≤ units left` always holds: this reads
+/// the room before the partitions, and each partition's units before its pass log, so a
+/// purchase in between can only make the reading look safer than the truth was.
+pub fn reservation(con: &mut Connection, c: &Campaign) -> Result<(i64, u64)> {
+    let id = &c.spec.id;
+    let k = QueueKeys::new(id);
+    let fields: Vec<String> = (0..c.spec.partitions).map(|p| format!("cur:{p}")).collect();
+    // The passes and the log positions the admission moves together, read together.
+    let (zset, cursors): (u64, Vec<Option<i64>>) = redis::pipe()
+        .atomic()
+        .zcard(k.passes())
+        .cmd("HMGET")
+        .arg(k.meta())
+        .arg(&fields)
+        .query(con)?;
+    let (mut taken, mut unread) = (0i64, 0i64);
+    for (p, cursor) in cursors.iter().enumerate() {
+        let keys = PartitionKeys::new(id, p as u32);
+        let (held, sold): (Option<i64>, Option<i64>) = redis::cmd("HMGET")
+            .arg(keys.part())
+            .arg(&["held", "sold"])
+            .query(con)?;
+        let logged: i64 = con.llen(keys.pass_log())?;
+        taken += held.unwrap_or(0) + sold.unwrap_or(0);
+        unread += logged - cursor.unwrap_or(0);
+    }
+    Ok((
+        c.spec.total as i64 - taken,
+        zset.saturating_sub(unread.max(0) as u64),
+    ))
+}
+
 /// A pre-queue joiner's draw: the first 52 bits of SHA-1(seed ‖ ':' ‖ user). The line
 /// after the opening is the pre-queue in order of draw (ties by user id).
 pub fn draw(seed: &str, user: &str) -> u64 {

@@ -185,7 +185,8 @@ struct Admission {
 /// Every node runs it; the room's lease lets one node at a time do the work, and
 /// another takes over within the lease's life when that one stops.
 pub(super) async fn admission_loop(shard: Rc<Shard>) {
-    let holder = format!("{}/{}", shard.settings.node, shard.index);
+    // Unique to this run of the shard: two nodes under one name never share a lease.
+    let holder = format!("{}/{}", shard.settings.node, shard.id_prefix);
     let mut rooms: std::collections::HashMap<String, Admission> = Default::default();
     loop {
         Timer::new(ADMIT_EVERY).await;
@@ -202,7 +203,12 @@ pub(super) async fn admission_loop(shard: Rc<Shard>) {
                     .map(|q| q.admit_per_s)
                     .filter(|r| *r > 0)
                     .unwrap_or(s.queue?.admit_per_s);
-                Some((s.id.clone(), s.partitions, rate, v.campaign.state == State::Live))
+                Some((
+                    s.id.clone(),
+                    s.partitions,
+                    rate,
+                    v.campaign.state == State::Live,
+                ))
             })
             .collect();
         rooms.retain(|id, _| queued.iter().any(|(q, ..)| q == id));
@@ -214,9 +220,9 @@ pub(super) async fn admission_loop(shard: Rc<Shard>) {
             }
             // Credit accrues only while the sale is live, and at most a second's worth:
             // a room that had nothing to give does not burst when units come back.
-            let earned = room
-                .last
-                .map_or(0.0, |t| now.duration_since(t).as_secs_f64() * f64::from(rate));
+            let earned = room.last.map_or(0.0, |t| {
+                now.duration_since(t).as_secs_f64() * f64::from(rate)
+            });
             room.last = Some(now);
             room.credit = if live {
                 (room.credit + earned).min(f64::from(rate).max(1.0))

@@ -685,6 +685,11 @@ fn answer(res: Result<ureq::Response, ureq::Error>) -> Answer {
 }
 
 impl Client {
+    /// The node's URL, for requests the helpers here do not make.
+    pub fn base(&self) -> String {
+        self.base.clone()
+    }
+
     pub fn get(&self, path: &str, token: Option<&str>) -> Answer {
         let mut req = self.agent.get(&format!("{}{path}", self.base));
         if let Some(t) = token {

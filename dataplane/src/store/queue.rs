@@ -13,8 +13,13 @@ use crate::scripts;
 pub enum Standing {
     /// In the pre-queue: places are drawn at the opening.
     Pre,
-    Waiting { place: u64 },
-    Admitted { place: u64, expires_ms: i64 },
+    Waiting {
+        place: u64,
+    },
+    Admitted {
+        place: u64,
+        expires_ms: i64,
+    },
     NotJoined,
     Ended,
     /// No such room: the campaign is a draft or has no queue.

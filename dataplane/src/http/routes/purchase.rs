@@ -105,9 +105,7 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
         let (t, expires_ms) = body
             .ticket
             .as_deref()
-            .and_then(|t| {
-                pow::verify_ticket_until(&shard.settings.secret, t, crate::now_ms()).ok()
-            })
+            .and_then(|t| pow::verify_ticket_until(&shard.settings.secret, t, crate::now_ms()).ok())
             .filter(|(t, _)| {
                 t.campaign == id && t.user == user && queue::is_pass(&t.id) == pass_ttl_s.is_some()
             })

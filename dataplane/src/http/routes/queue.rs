@@ -109,9 +109,8 @@ fn answer(shard: &Shard, id: &str, user: &str, look: Look, rate: u32) -> Result<
         Standing::Admitted { place, expires_ms } => {
             let mut s = status("admitted");
             s.place = Some(place);
-            s.ticket = Some(
-                queue::sign_pass(&shard.settings.secret, id, user, place, expires_ms).into(),
-            );
+            s.ticket =
+                Some(queue::sign_pass(&shard.settings.secret, id, user, place, expires_ms).into());
             s.ticket_expires_at_ms = Some(expires_ms);
             s
         }
@@ -165,9 +164,7 @@ pub async fn look(shard: &Shard, id: &str, req: &Request<Incoming>) -> Result<Re
         .headers()
         .get("queue-receipt")
         .and_then(|v| v.to_str().ok())
-        .and_then(|r| {
-            queue::verify_receipt(&shard.settings.secret, r, id, &user, crate::now_ms())
-        });
+        .and_then(|r| queue::verify_receipt(&shard.settings.secret, r, id, &user, crate::now_ms()));
     // The receipt answers while the shopper is still waiting as the shard last saw the
     // room; their turn, or a draw the receipt predates, takes a look in Redis.
     match receipt {

@@ -7,7 +7,9 @@ use seckill_dataplane::connection::Connection;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use seckill_dataplane::campaign::{format_instant_ms, Action, Campaign, CampaignSpec};
+use seckill_dataplane::campaign::{
+    format_instant_ms, valid_admit_rate, Action, Campaign, CampaignSpec,
+};
 use seckill_dataplane::config::Config;
 use seckill_dataplane::{control, ledger, orders, secrets, server};
 
@@ -233,6 +235,18 @@ enum CampaignCommand {
     Resume { id: String },
     /// End the sale for good.
     Stop { id: String },
+    /// Show a campaign's waiting room, or change how many shoppers it lets through.
+    Queue {
+        id: String,
+        #[arg(long)]
+        json: bool,
+        /// Let N shoppers through per second from the admission's next round (1-100000).
+        #[arg(long, value_name = "N")]
+        admit_per_s: Option<u32>,
+    },
+    /// Check a waiting room's draw: every pre-queue joiner's place recomputed from the
+    /// seed shown at the opening; non-zero exit if any differs.
+    AuditDraw { id: String },
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -499,6 +513,12 @@ fn campaign(redis: &str, command: CampaignCommand) -> anyhow::Result<ExitCode> {
         CampaignCommand::Pause { id } => act(con, &id, Action::Pause)?,
         CampaignCommand::Resume { id } => act(con, &id, Action::Resume)?,
         CampaignCommand::Stop { id } => act(con, &id, Action::Stop)?,
+        CampaignCommand::Queue {
+            id,
+            json,
+            admit_per_s,
+        } => return queue(con, &id, json, admit_per_s),
+        CampaignCommand::AuditDraw { id } => return audit_draw(con, &id),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -562,6 +582,102 @@ fn show(con: &mut Connection, id: &str, json: bool) -> anyhow::Result<ExitCode> 
     }
     if !l.holds() {
         bail!("the ledger of {id} does not hold");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A campaign's waiting room, after changing its admission rate when asked to.
+fn queue(
+    con: &mut Connection,
+    id: &str,
+    json: bool,
+    admit_per_s: Option<u32>,
+) -> anyhow::Result<ExitCode> {
+    let c = control::get(con, id)?;
+    let Some(spec) = c.spec.queue else {
+        return Err(control::ControlError::NoQueue(id.to_string()).into());
+    };
+    if let Some(rate) = admit_per_s {
+        valid_admit_rate(rate)
+            .map_err(|e| anyhow::anyhow!("--admit-per-s {rate}: {}", e.problem))?;
+        control::set_admit_rate(con, id, rate)?;
+        if !json {
+            println!(
+                "{id} lets {rate} shoppers through per second from the admission's next round"
+            );
+        }
+    }
+    let mut q = control::queue_progress(con, id)?;
+    // Redis holds the room's rules from the arming on; until then they are the file's.
+    if q.admit_per_s == 0 {
+        q.admit_per_s = spec.admit_per_s;
+    }
+    if q.pass_ttl_ms == 0 {
+        q.pass_ttl_ms = spec.pass_ttl_s as i64 * 1000;
+    }
+    if json {
+        let mut v = serde_json::to_value(&q)?;
+        v["campaign"] = id.into();
+        v["waiting"] = q.waiting().into();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{id} — waiting room");
+    match q.drawn_ms {
+        Some(_) => println!(
+            "  waiting      {} (a line of {}: {} drawn from the pre-queue, {} joined since)",
+            q.waiting(),
+            q.line,
+            q.pre,
+            q.line.saturating_sub(q.pre)
+        ),
+        None => println!("  waiting      {} in the pre-queue", q.waiting()),
+    }
+    println!("  admitted     {}", q.admitted);
+    println!(
+        "  rate         {} shoppers/s, each pass good for {} s",
+        q.admit_per_s,
+        q.pass_ttl_ms / 1000
+    );
+    println!(
+        "  passes       {} outstanding, {} used, {} expired",
+        q.outstanding, q.used, q.expired
+    );
+    println!("  sold out     {}", if q.sold_out { "yes" } else { "no" });
+    match &q.leader {
+        Some(who) => println!("  admission    run by {who}"),
+        None => println!("  admission    no node holds its lease"),
+    }
+    match (&q.seed, q.drawn_ms) {
+        (Some(seed), Some(at)) => {
+            println!("  draw         {}, seed {seed}", format_instant_ms(at))
+        }
+        _ => println!("  draw         at the opening; the seed is shown then"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Mismatched shoppers listed by name; the rest are counted.
+const MISMATCHES_LISTED: usize = 20;
+
+fn audit_draw(con: &mut Connection, id: &str) -> anyhow::Result<ExitCode> {
+    let a = control::audit_draw(con, id)?;
+    println!("draw of {id}");
+    println!("  seed         {}", a.seed);
+    println!("  checked      {} pre-queue joiners", a.checked);
+    println!("  mismatches   {}", a.mismatched.len());
+    for user in a.mismatched.iter().take(MISMATCHES_LISTED) {
+        println!("    {user}");
+    }
+    if a.mismatched.len() > MISMATCHES_LISTED {
+        println!("    … and {} more", a.mismatched.len() - MISMATCHES_LISTED);
+    }
+    if !a.mismatched.is_empty() {
+        bail!(
+            "the draw of {id} does not follow its seed for {} of {} shoppers",
+            a.mismatched.len(),
+            a.checked
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

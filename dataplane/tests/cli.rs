@@ -132,3 +132,114 @@ fn serve_refuses_an_invalid_configuration_naming_the_field() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("shards"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_waiting_room_is_shown_its_rate_changed_and_its_draw_audited() {
+    use redis::Commands;
+    use seckill_dataplane::control;
+    use seckill_dataplane::keys::QueueKeys;
+
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/campaigns/demo.toml");
+    let text = std::fs::read_to_string(demo).expect("demo campaign");
+    let file = dir.path().join("doors.toml");
+    std::fs::write(
+        &file,
+        format!("{text}\n[queue]\nadmit_per_s = 200\npass_ttl_s = 60\n"),
+    )
+    .expect("write");
+    let file = file.to_str().expect("utf-8");
+    for args in [
+        &["create", "--file", file, "--id", "doors"][..],
+        &["create", "--file", demo][..],
+        &["arm", "doors"][..],
+    ] {
+        let o = cli(&redis, args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+
+    // Before the opening: the file's rate, and no seed to audit yet.
+    let o = cli(&redis, &["queue", "doors"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for shown in ["rate         200 shoppers/s", "draw         at the opening"] {
+        assert!(stdout(&o).contains(shown), "{shown}: {}", stdout(&o));
+    }
+    let o = cli(&redis, &["audit-draw", "doors"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("not drawn yet"), "{}", stderr(&o));
+
+    // The rate changes in the room's hash; a rate out of bounds or no number names the
+    // flag and changes nothing.
+    let o = cli(&redis, &["queue", "doors", "--admit-per-s", "350"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut con = redis.con();
+    let meta = QueueKeys::new("doors").meta();
+    let rate: String = con.hget(&meta, "admit_per_s").expect("rate");
+    assert_eq!(rate, "350");
+    for bad in ["0", "100001", "fast"] {
+        let o = cli(&redis, &["queue", "doors", "--admit-per-s", bad]);
+        assert!(!o.status.success(), "{bad}");
+        assert!(
+            stderr(&o).contains("--admit-per-s"),
+            "{bad}: {}",
+            stderr(&o)
+        );
+    }
+    let o = cli(&redis, &["queue", "doors", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["admit_per_s"], 350);
+    assert_eq!(v["pass_ttl_ms"], 60_000);
+    assert_eq!(v["waiting"], 0);
+    assert_eq!(v["seed"], serde_json::Value::Null);
+
+    let o = cli(&redis, &["queue", "demo"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("has no waiting room"), "{}", stderr(&o));
+
+    // Three joiners drawn from the seed, then the opening: the audit finds them fair,
+    // until one's place is moved.
+    let k = QueueKeys::new("doors");
+    let seed = "5eed0f0ddba11c0ffee5eed0f0ddba11";
+    for user in ["ann", "bob", "cy"] {
+        let _: () = con
+            .zadd(k.pre(), user, control::draw(seed, user))
+            .expect("join");
+    }
+    let _: () = con
+        .hset_multiple(
+            &meta,
+            &[
+                ("seed", seed.to_string()),
+                ("drawn_ms", seckill_dataplane::now_ms().to_string()),
+                ("pre", "3".into()),
+            ],
+        )
+        .expect("draw");
+    let o = cli(&redis, &["audit-draw", "doors"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for shown in [seed, "checked      3 pre-queue joiners", "mismatches   0"] {
+        assert!(stdout(&o).contains(shown), "{shown}: {}", stdout(&o));
+    }
+    let o = cli(&redis, &["queue", "doors"]);
+    assert!(
+        stdout(&o).contains(&format!("seed {seed}")),
+        "{}",
+        stdout(&o)
+    );
+
+    let _: () = con.zadd(k.pre(), "bob", 1).expect("move bob");
+    let o = cli(&redis, &["audit-draw", "doors"]);
+    assert!(!o.status.success());
+    assert!(
+        stdout(&o).contains("mismatches   1\n    bob"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).contains("does not follow its seed for 1 of 3"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -314,14 +314,15 @@ pub fn reservation(con: &mut Connection, c: &Campaign) -> Result<(i64, u64)> {
     let id = &c.spec.id;
     let k = QueueKeys::new(id);
     let fields: Vec<String> = (0..c.spec.partitions).map(|p| format!("cur:{p}")).collect();
-    // The passes and the log positions the admission moves together, read together.
-    let (zset, cursors): (u64, Vec<Option<i64>>) = redis::pipe()
-        .atomic()
-        .zcard(k.passes())
-        .cmd("HMGET")
-        .arg(k.meta())
-        .arg(&fields)
-        .query(con)?;
+    // The passes and the log positions the admission moves together, read together (a
+    // script: one slot, atomic on one server and on a cluster alike).
+    let (zset, cursors): (u64, Vec<Option<i64>>) = redis::Script::new(
+        "return {redis.call('ZCARD', KEYS[1]), redis.call('HMGET', KEYS[2], unpack(ARGV))}",
+    )
+    .key(k.passes())
+    .key(k.meta())
+    .arg(&fields)
+    .invoke(con)?;
     let (mut taken, mut unread) = (0i64, 0i64);
     for (p, cursor) in cursors.iter().enumerate() {
         let keys = PartitionKeys::new(id, p as u32);

@@ -261,3 +261,68 @@ fn slots_migrated_under_a_surge_keep_the_ledger_exact() {
     eprintln!("503s retried: {}", s.unavailable);
     check(&cluster, [&a, &b], "move", 2000, 1, &s);
 }
+
+#[test]
+fn a_waiting_room_on_its_own_slot_reserves_units_on_every_master() {
+    let cluster = Cluster::start();
+    let (a, b) = (Node::start(&cluster, 2), Node::start(&cluster, 1));
+    let id = "queued";
+    let mut con = cluster.con();
+    let spec = seckill_dataplane::campaign::CampaignSpec {
+        queue: Some(seckill_dataplane::campaign::QueueSpec {
+            admit_per_s: 1_000,
+            pass_ttl_s: 60,
+        }),
+        ..spec(id, 30, PARTITIONS, 1)
+    };
+    control::create(&mut con, spec).expect("create");
+    control::arm(&mut con, id).expect("arm");
+    for n in [&a, &b] {
+        common::wait_state(n, id, "armed");
+    }
+    let spread: HashSet<u16> = (0..PARTITIONS)
+        .map(|p| cluster.master_of(&PartitionKeys::new(id, p).part()))
+        .collect();
+    assert_eq!(spread.len(), 3, "partitions on every master");
+
+    // 90 shoppers join the pre-queue on either node; 30 are let through and buy.
+    let (ca, cb) = (a.client(), b.client());
+    let tokens: Vec<String> = (0..90).map(|i| ca.token(&format!("q{i}"))).collect();
+    for (i, t) in tokens.iter().enumerate() {
+        let c = if i % 2 == 0 { &ca } else { &cb };
+        let (code, v) = c.post(&format!("/api/campaigns/{id}/queue"), Some(t), "");
+        assert_eq!(code, 200, "{v}");
+    }
+    control::act(&mut con, id, Action::Start).expect("start");
+    let mut bought = HashSet::new();
+    wait_until(
+        "every unit bought with a pass",
+        Duration::from_secs(20),
+        || {
+            for (i, t) in tokens.iter().enumerate() {
+                if bought.contains(&i) {
+                    continue;
+                }
+                let c = if i % 2 == 0 { &cb } else { &ca };
+                let (_, v) = c.get(&format!("/api/campaigns/{id}/queue"), Some(t));
+                if v["state"] == "admitted" {
+                    let (code, r) = common::buy_with(c, id, t, v["ticket"].as_str());
+                    assert_eq!(code, 200, "a pass holder buys: {r}");
+                    bought.insert(i);
+                }
+                let c = control::get(&mut con, id).expect("campaign");
+                let (left, passes) = control::reservation(&mut con, &c).expect("reservation");
+                assert!(passes as i64 <= left, "{passes} passes for {left} units");
+            }
+            bought.len() == 30
+        },
+    );
+    wait_until("the rest told sold_out", Duration::from_secs(5), || {
+        (0..90).filter(|i| !bought.contains(i)).all(|i| {
+            ca.get(&format!("/api/campaigns/{id}/queue"), Some(&tokens[i]))
+                .1["state"]
+                == "sold_out"
+        })
+    });
+    common::ledger_holds(&cluster, id);
+}

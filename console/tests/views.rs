@@ -201,6 +201,7 @@ fn drawn() -> QueueProgress {
         pre: 12_000,
         drawn_ms: Some(NOW - 95_000),
         seed: Some("9f86d081884c7d659a2feaa0c55ad015".into()),
+        seed_sha1: Some("5d1e2a3f0b6c7d8e9f00112233445566778899aa".into()),
         admit_per_s: 350,
         pass_ttl_ms: 60_000,
         used: 2790,
@@ -346,6 +347,7 @@ fn a_waiting_room_before_its_draw_keeps_its_seed() {
         "waiting 4,321 admitted 0",
         "rate 200/s",
         "seed: drawn at the opening",
+        "its SHA-1 5d1e2a3f",
         "no node runs the admission",
     ] {
         assert!(text.contains(shown), "{shown}: {text}");

@@ -32,6 +32,8 @@ pub enum ControlError {
     Codes(String),
     #[error("{0}")]
     Limits(String),
+    #[error("{0}")]
+    Rate(SpecError),
     #[error("campaign '{0}' has no waiting room")]
     NoQueue(String),
     #[error("the waiting room of '{0}' is not drawn yet: its seed is shown at the opening")]
@@ -283,7 +285,7 @@ fn mirror_queue_rules(con: &mut Connection, c: &Campaign, state: State) -> Resul
 /// Changes how many shoppers a waiting room lets through per second, from the next
 /// round of its admission on.
 pub fn set_admit_rate(con: &mut Connection, id: &str, rate: u32) -> Result<()> {
-    crate::campaign::valid_admit_rate(rate)?;
+    crate::campaign::valid_admit_rate(rate).map_err(ControlError::Rate)?;
     let c = get(con, id)?;
     if c.spec.queue.is_none() {
         return Err(ControlError::NoQueue(id.to_string()));
@@ -355,27 +357,61 @@ pub fn draw(seed: &str, user: &str) -> u64 {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DrawAudit {
     pub seed: String,
-    /// Pre-queue joiners checked.
+    /// Whether the seed is the one whose SHA-1 the room showed from its first join.
+    pub seed_matches_commitment: bool,
+    /// Pre-queue joiners checked, and how many the room counted at the draw.
     pub checked: u64,
+    pub drawn: u64,
     /// Those whose draw is not what the seed gives (none in a fair draw).
     pub mismatched: Vec<String>,
+    /// Admitted pre-queue joiners whose place is not their rank in the draw.
+    pub out_of_order: Vec<String>,
 }
 
-/// Recomputes every pre-queue joiner's draw from the seed, which is shown only once the
-/// pre-queue is drawn, and compares it with the one the line is ordered by.
+impl DrawAudit {
+    /// Whether the draw is the seed's, whole, and the admissions followed it.
+    pub fn fair(&self) -> bool {
+        self.seed_matches_commitment
+            && self.checked == self.drawn
+            && self.mismatched.is_empty()
+            && self.out_of_order.is_empty()
+    }
+}
+
+/// Every field and value of a hash, page by page.
+fn scan_hash(con: &mut Connection, key: &str) -> Result<Vec<(String, String)>> {
+    let (mut cursor, mut out) = (0u64, Vec::new());
+    loop {
+        let (next, page): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
+            .arg(key)
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(1000)
+            .query(con)?;
+        out.extend(page);
+        if next == 0 {
+            return Ok(out);
+        }
+        cursor = next;
+    }
+}
+
+/// Checks a waiting room's draw once it is drawn: the seed against the fingerprint the
+/// room showed before the opening, every pre-queue joiner's draw against the seed, the
+/// pre-queue's size against the one counted at the draw, and every admitted pre-queue
+/// joiner's place against their rank in the draw.
 pub fn audit_draw(con: &mut Connection, id: &str) -> Result<DrawAudit> {
     if get(con, id)?.spec.queue.is_none() {
         return Err(ControlError::NoQueue(id.to_string()));
     }
-    let Some(seed) = queue_progress(con, id)?.seed else {
+    let progress = queue_progress(con, id)?;
+    let (Some(seed), Some(_)) = (progress.seed.clone(), progress.drawn_ms) else {
         return Err(ControlError::NotDrawn(id.to_string()));
     };
     let k = QueueKeys::new(id);
-    let mut audit = DrawAudit {
-        seed: seed.clone(),
-        checked: 0,
-        mismatched: Vec::new(),
-    };
+    let mut line: Vec<(u64, String)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut mismatched = Vec::new();
     let mut cursor = 0u64;
     loop {
         let (next, page): (u64, Vec<(String, f64)>) = redis::cmd("ZSCAN")
@@ -385,16 +421,47 @@ pub fn audit_draw(con: &mut Connection, id: &str) -> Result<DrawAudit> {
             .arg(1000)
             .query(con)?;
         for (user, score) in page {
-            audit.checked += 1;
-            if score as u64 != draw(&seed, &user) {
-                audit.mismatched.push(user);
+            // A scan may return a member twice.
+            if !seen.insert(user.clone()) {
+                continue;
             }
+            if score as u64 != draw(&seed, &user) {
+                mismatched.push(user.clone());
+            }
+            line.push((score as u64, user));
         }
         if next == 0 {
-            return Ok(audit);
+            break;
         }
         cursor = next;
     }
+    line.sort();
+    let rank: HashMap<&str, u64> = line
+        .iter()
+        .enumerate()
+        .map(|(i, (_, u))| (u.as_str(), i as u64 + 1))
+        .collect();
+    let mut out_of_order = Vec::new();
+    for (user, pass) in scan_hash(con, &k.admitted())? {
+        let place: Option<u64> = pass.split(':').next().and_then(|p| p.parse().ok());
+        if let (Some(place), Some(r)) = (place, rank.get(user.as_str())) {
+            if place != *r {
+                out_of_order.push(user);
+            }
+        }
+    }
+    mismatched.sort();
+    out_of_order.sort();
+    Ok(DrawAudit {
+        seed_matches_commitment: progress
+            .seed_sha1
+            .is_some_and(|c| c == sha1_smol::Sha1::from(&seed).digest().to_string()),
+        seed,
+        checked: line.len() as u64,
+        drawn: progress.pre,
+        mismatched,
+        out_of_order,
+    })
 }
 
 /// Overrides limits on every node (field = value, as in `[limits]`), within a second.

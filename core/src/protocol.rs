@@ -177,6 +177,8 @@ pub struct QueueProgress {
     pub drawn_ms: Option<i64>,
     /// The draw's seed, shown once drawn so the draw can be checked.
     pub seed: Option<String>,
+    /// SHA-1 of the seed, shown from the room's first join: what the seed must match.
+    pub seed_sha1: Option<String>,
     pub admit_per_s: u32,
     pub pass_ttl_ms: i64,
     /// Passes used to buy, and passes that ran out unused.
@@ -201,7 +203,7 @@ impl QueueProgress {
     }
 }
 
-const QUEUE_FIELDS: [&str; 11] = [
+const QUEUE_FIELDS: [&str; 12] = [
     "admitted",
     "pre",
     "seq",
@@ -213,6 +215,7 @@ const QUEUE_FIELDS: [&str; 11] = [
     "expired",
     "sold_out",
     "state",
+    "seed_sha1",
 ];
 
 /// What a node follows of a waiting room, one call: its counters (not the seed).
@@ -250,6 +253,7 @@ pub fn read_queue_counters(v: &Value) -> QueueProgress {
         line: if drawn_ms.is_some() { n(1) + n(2) } else { 0 },
         drawn_ms,
         seed: drawn_ms.and_then(|_| text(fields.get(4))),
+        seed_sha1: text(fields.get(11)),
         admit_per_s: n(5) as u32,
         pass_ttl_ms: n(6) as i64,
         used: n(7),

@@ -652,7 +652,13 @@ fn queue(
         (Some(seed), Some(at)) => {
             println!("  draw         {}, seed {seed}", format_instant_ms(at))
         }
-        _ => println!("  draw         at the opening; the seed is shown then"),
+        _ => println!(
+            "  draw         at the opening; the seed is shown then{}",
+            q.seed_sha1
+                .as_deref()
+                .map(|f| format!(" (its SHA-1: {f})"))
+                .unwrap_or_default()
+        ),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -662,21 +668,40 @@ const MISMATCHES_LISTED: usize = 20;
 
 fn audit_draw(con: &mut Connection, id: &str) -> anyhow::Result<ExitCode> {
     let a = control::audit_draw(con, id)?;
+    let list = |users: &[String]| {
+        for user in users.iter().take(MISMATCHES_LISTED) {
+            println!("    {user}");
+        }
+        if users.len() > MISMATCHES_LISTED {
+            println!("    … and {} more", users.len() - MISMATCHES_LISTED);
+        }
+    };
     println!("draw of {id}");
     println!("  seed         {}", a.seed);
-    println!("  checked      {} pre-queue joiners", a.checked);
+    println!(
+        "  commitment   {}",
+        if a.seed_matches_commitment {
+            "the seed's SHA-1 is the one shown before the opening"
+        } else {
+            "MISSING OR DIFFERENT: this is not the seed shown before the opening"
+        }
+    );
+    println!(
+        "  checked      {} pre-queue joiners (the draw counted {})",
+        a.checked, a.drawn
+    );
     println!("  mismatches   {}", a.mismatched.len());
-    for user in a.mismatched.iter().take(MISMATCHES_LISTED) {
-        println!("    {user}");
-    }
-    if a.mismatched.len() > MISMATCHES_LISTED {
-        println!("    … and {} more", a.mismatched.len() - MISMATCHES_LISTED);
-    }
-    if !a.mismatched.is_empty() {
+    list(&a.mismatched);
+    println!("  out of order {}", a.out_of_order.len());
+    list(&a.out_of_order);
+    if !a.fair() {
         bail!(
-            "the draw of {id} does not follow its seed for {} of {} shoppers",
+            "the draw of {id} does not hold: {} of {} shoppers off the seed, {} admitted out of order, {} joiners counted at the draw{}",
             a.mismatched.len(),
-            a.checked
+            a.checked,
+            a.out_of_order.len(),
+            a.drawn,
+            if a.seed_matches_commitment { "" } else { ", the seed not the one committed to" }
         );
     }
     Ok(ExitCode::SUCCESS)

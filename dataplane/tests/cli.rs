@@ -212,6 +212,10 @@ fn a_waiting_room_is_shown_its_rate_changed_and_its_draw_audited() {
             &meta,
             &[
                 ("seed", seed.to_string()),
+                (
+                    "seed_sha1",
+                    "899f4c78ac3a2e5a1d35297f2d75e43e17b3f2b9".to_string(),
+                ),
                 ("drawn_ms", seckill_dataplane::now_ms().to_string()),
                 ("pre", "3".into()),
             ],
@@ -238,7 +242,7 @@ fn a_waiting_room_is_shown_its_rate_changed_and_its_draw_audited() {
         stdout(&o)
     );
     assert!(
-        stderr(&o).contains("does not follow its seed for 1 of 3"),
+        stderr(&o).contains("1 of 3 shoppers off the seed"),
         "{}",
         stderr(&o)
     );

@@ -1,6 +1,7 @@
 //! A campaign's waiting room, under its partitions: who waits and who was let through,
 //! the passes and what became of them, the admission's rate and the node that runs it,
-//! and the draw's seed once the pre-queue is drawn (so anyone can check the order).
+//! and the draw's seed once the pre-queue is drawn (so anyone can check the order), its
+//! fingerprint before.
 
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style, Stylize};
@@ -16,9 +17,13 @@ use crate::data::CampaignRow;
 
 /// Rows the room's box takes, borders included.
 pub fn height(q: &QueueProgress) -> u16 {
-    // Three pairs of counters, the admission's runner, and the draw (its seed on a
-    // line of its own once shown).
-    let draw = if q.seed.is_some() { 2 } else { 1 };
+    // Three pairs of counters, the admission's runner, and the draw (its seed, or
+    // before the opening the seed's fingerprint, on a line of its own).
+    let draw = if q.seed.is_some() || q.seed_sha1.is_some() {
+        2
+    } else {
+        1
+    };
     2 + 3 + 1 + draw
 }
 
@@ -61,7 +66,12 @@ pub fn draw(c: &CampaignRow, q: &QueueProgress, f: &mut Frame, area: Rect) {
             lines.push(Line::from(format!("drawn{at}, seed:")));
             lines.push(Line::from(cut(seed, width)));
         }
-        (None, _) => lines.push(Line::from("seed: drawn at the opening")),
+        (None, _) => {
+            lines.push(Line::from("seed: drawn at the opening"));
+            if let Some(f) = &q.seed_sha1 {
+                lines.push(Line::from(cut(&format!("its SHA-1 {f}"), width)));
+            }
+        }
     }
     f.render_widget(Paragraph::new(lines), inner);
 }

@@ -3,6 +3,8 @@
 -- then: SHA-1 of the room's seed and the user, cut to 52 bits. At the opening (the first
 -- join or admission that finds the campaign live and past `starts_at`) the pre-queue is
 -- closed and its order by draw becomes the line; later joiners queue behind it in turn.
+-- The seed's SHA-1 is kept beside it from the first join: shown before the opening, it
+-- commits the room to a seed nobody can swap for a better one afterwards.
 -- KEYS: meta, pre, post, joined, admitted (see QueueKeys)
 -- ARGV: 'join' | 'look', user, a fresh random seed (kept only by the room's first join)
 -- Returns {kind, place, pass expiry ms, admitted so far, sold out ('1' | '0')}, kind one of
@@ -45,7 +47,10 @@ if turn then return answer('waiting', tonumber(m[4]) + tonumber(turn), 0) end
 if ARGV[1] ~= 'join' then return answer('not_joined', 0, 0) end
 
 if not drawn then
-  redis.call('HSETNX', meta, 'seed', ARGV[3])
+  if redis.call('HSETNX', meta, 'seed', ARGV[3]) == 1 then
+    -- The seed's fingerprint is shown from now on; the seed itself from the opening.
+    redis.call('HSET', meta, 'seed_sha1', redis.sha1hex(ARGV[3]))
+  end
   local seed = redis.call('HGET', meta, 'seed')
   local draw = tonumber(string.sub(redis.sha1hex(seed .. ':' .. user), 1, 13), 16)
   redis.call('ZADD', pre, string.format('%d', draw), user)

@@ -105,6 +105,14 @@ pub struct QueueInfo {
     pub admitted: u64,
     /// Nothing left to reserve and nothing reserved: everyone still waiting is too late.
     pub sold_out: bool,
+    /// SHA-1 of the draw's seed, from the room's first join: the seed shown at the
+    /// opening must match it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed_sha1: Option<String>,
+    /// The draw's seed, once drawn: a shopper's draw is the first 52 bits of
+    /// SHA-1(seed ‖ ':' ‖ user id), and the pre-queue's line is in order of draw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<String>,
 }
 
 /// A shopper's standing in a waiting room: `POST` or `GET /api/campaigns/{id}/queue`.

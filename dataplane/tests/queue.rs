@@ -131,6 +131,17 @@ fn the_pre_queue_is_drawn_at_random_whatever_the_join_time_or_the_polling_and_la
         (0, 400, None, None)
     );
 
+    let info = c.get(&format!("/api/campaigns/{id}"), None).1;
+    let commitment = info["queue"]["seed_sha1"].clone();
+    assert!(
+        commitment.is_string(),
+        "the seed is committed to in public: {info}"
+    );
+    assert!(
+        info["queue"]["seed"].is_null(),
+        "and kept until the opening: {info}"
+    );
+
     start(&redis, id);
     wait_state(&node, id, "live");
     let late: Vec<(String, String)> = (0..40)
@@ -163,6 +174,20 @@ fn the_pre_queue_is_drawn_at_random_whatever_the_join_time_or_the_polling_and_la
     let mut sorted: Vec<u64> = places.values().copied().collect();
     sorted.sort_unstable();
     assert_eq!(sorted, (1..=400).collect::<Vec<u64>>(), "one place each");
+
+    // Any shopper can check the line from what the campaign shows: the seed, and each
+    // place the rank of its holder's draw.
+    let info = c.get(&format!("/api/campaigns/{id}"), None).1;
+    assert_eq!(info["queue"]["seed_sha1"], commitment, "{info}");
+    let seed = info["queue"]["seed"]
+        .as_str()
+        .expect("the seed, once drawn");
+    let mut by_draw: Vec<(u64, &String)> =
+        places.keys().map(|u| (control::draw(seed, u), u)).collect();
+    by_draw.sort();
+    for (rank, (_, user)) in by_draw.iter().enumerate() {
+        assert_eq!(places[*user], rank as u64 + 1, "{user}");
+    }
 
     let mut wins_by_wave = [0u64; 10];
     let (mut wins_polling, mut wins_quiet) = (0u64, 0u64);

@@ -20,13 +20,14 @@ mod loops;
 use loops::{admission_loop, listen_for_changes, rebalance_loop, report_loop, sync_loop};
 
 /// What a campaign's event is made from: state, remaining, start and end, and the
-/// waiting room's rate, draw, admissions and sold-out flag.
+/// waiting room's rate, whether its seed is committed to, whether it is drawn, its
+/// admissions and its sold-out flag.
 pub type LiveKey = (
     &'static str,
     i64,
     Option<i64>,
     Option<i64>,
-    Option<(u32, bool, u64, bool)>,
+    Option<(u32, bool, bool, u64, bool)>,
 );
 
 /// Which cap refused an event stream.

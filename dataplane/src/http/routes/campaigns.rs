@@ -35,6 +35,8 @@ fn info(v: &CampaignView) -> CampaignInfo<'_> {
                 drawn: q.is_some_and(|q| q.drawn_ms.is_some()),
                 admitted: q.map_or(0, |q| q.admitted),
                 sold_out: q.is_some_and(|q| q.sold_out),
+                seed_sha1: q.and_then(|q| q.seed_sha1.clone()),
+                seed: q.and_then(|q| q.seed.clone()),
             }
         }),
     }

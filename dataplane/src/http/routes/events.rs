@@ -37,9 +37,15 @@ pub fn live_event(shard: &Shard, id: &str) -> Option<Rc<str>> {
             v.remaining,
             v.campaign.starts_at_ms,
             v.campaign.ends_at_ms,
-            v.queue
-                .as_ref()
-                .map(|q| (q.admit_per_s, q.drawn_ms.is_some(), q.admitted, q.sold_out)),
+            v.queue.as_ref().map(|q| {
+                (
+                    q.admit_per_s,
+                    q.seed_sha1.is_some(),
+                    q.drawn_ms.is_some(),
+                    q.admitted,
+                    q.sold_out,
+                )
+            }),
         )
     })?;
     if let Some((k, ev)) = shard.live_events.borrow().get(id) {

@@ -1,5 +1,6 @@
 // The campaign page: a countdown on the server's clock, one purchase per click, the
-// proof of work when the campaign asks for it, payment, and the content once delivered.
+// proof of work when the campaign asks for it, the waiting room when it has one,
+// payment, and the content once delivered.
 "use strict";
 (() => {
   const id = decodeURIComponent(location.pathname.split("/").filter(Boolean)[1] || "");
@@ -11,6 +12,11 @@
   let owned = false; // a unit is held or bought
   let waitUntil = 0; // after a refusal with Retry-After
   let attempt = null; // this purchase's Idempotency-Key, kept until a definite answer
+  let room = null; // the shopper's last answer from the waiting room (join or look)
+  let joining = false;
+  let looking = false;
+  let seen = ""; // the standing in the waiting room the page last acted on
+  let lookAt = Infinity; // when the next look at the waiting room is due, on this clock
 
   async function api(method, path, body, headers = {}) {
     const h = { ...headers };
@@ -86,6 +92,15 @@
     return campaign.state === "live";
   }
 
+  // hh:mm:ss of a span of time, rounded up to the second.
+  function hms(ms) {
+    const s = Math.max(0, Math.ceil(ms / 1000));
+    const hh = String(Math.floor(s / 3600)).padStart(2, "0");
+    const mm = String(Math.floor(s / 60) % 60).padStart(2, "0");
+    const ss = String(s % 60).padStart(2, "0");
+    return hh + ":" + mm + ":" + ss;
+  }
+
   function tick() {
     if (!campaign) return;
     if (campaign.starts_at_ms && Math.abs(now() - campaign.starts_at_ms) < 300) show();
@@ -93,16 +108,166 @@
     const start = campaign.starts_at_ms;
     let text = "";
     if (start && t < start && (campaign.state === "armed" || campaign.state === "live")) {
-      const s = Math.ceil((start - t) / 1000);
-      const hh = String(Math.floor(s / 3600)).padStart(2, "0");
-      const mm = String(Math.floor(s / 60) % 60).padStart(2, "0");
-      const ss = String(s % 60).padStart(2, "0");
-      text = "Opens in " + hh + ":" + mm + ":" + ss;
+      text = "Opens in " + hms(start - t);
     } else if (campaign.state === "armed") {
       text = "Opens when the shop starts the sale";
     }
     $("countdown").textContent = text;
-    $("buy").disabled = !token || sending || owned || t < waitUntil || !open();
+    const passless = Boolean(campaign.queue) && standing() !== "admitted";
+    $("buy").disabled = !token || sending || owned || t < waitUntil || !open() || passless;
+    roomTick();
+  }
+
+  // The waiting room, for a campaign that has one. The event stream brings the room's
+  // progress (`campaign.queue`: drawn, admitted, sold out), newer news than the
+  // shopper's last answer, so the page reads the one against the other and looks again
+  // only when the stream says there is news for this shopper (the draw, their turn), or
+  // slowly in case the stream is lost. A look that brings the receipt of the last
+  // answer is answered by the node without Redis.
+  const RECEIPT = "seckill.receipt." + id;
+  const SLOW_LOOK_MS = 12000;
+
+  // Where the shopper stands: "" (signed out), unknown (not looked yet), not_joined,
+  // pre (before the draw), drawn (place not learnt yet), waiting, called (let through,
+  // pass not fetched yet), admitted, expired, used, sold_out or ended.
+  function standing() {
+    const q = campaign && campaign.queue;
+    if (!q || !token) return "";
+    if (!room) return "unknown";
+    if (room.state === "admitted" && owned) return "used";
+    if (room.state === "ended" || campaign.state === "ended") return "ended";
+    if (room.state === "admitted") return now() < room.ticket_expires_at_ms ? "admitted" : "expired";
+    if (room.state === "not_joined") return "not_joined";
+    if (q.sold_out) return "sold_out";
+    if (!room.place) return q.drawn ? "drawn" : "pre";
+    return q.admitted >= room.place ? "called" : "waiting";
+  }
+
+  // When to look next, at a standing just reached (`news`) or just looked at again.
+  function schedule(s, news) {
+    const t = Date.now();
+    if (s === "unknown" || s === "called") lookAt = news ? t : t + 1000;
+    // The whole pre-queue learns its places at the draw: spread those looks a little.
+    else if (s === "drawn") lookAt = t + (news ? Math.random() * 2000 : 1000);
+    else if (s === "pre" || s === "waiting") lookAt = t + SLOW_LOOK_MS;
+    else lookAt = Infinity;
+  }
+
+  function learn(answer) {
+    room = answer;
+    if (answer.receipt) localStorage.setItem(RECEIPT, answer.receipt);
+    // The look is news of the room as well, until the stream's next event.
+    if (answer.state === "sold_out") campaign.queue.sold_out = true;
+  }
+
+  async function look() {
+    looking = true;
+    let wait = 0;
+    try {
+      const receipt = localStorage.getItem(RECEIPT);
+      const headers = receipt ? { "Queue-Receipt": receipt } : {};
+      const r = await api("GET", `/api/campaigns/${id}/queue`, undefined, headers);
+      if (r.status === 200) learn(r.data);
+      else if (r.data.error === "unauthenticated") refused(r);
+      wait = r.retryAfter * 1000;
+    } catch (_) {
+      // the network failed: the next look tries again
+    }
+    looking = false;
+    seen = standing();
+    schedule(seen, false);
+    lookAt = Math.max(lookAt, Date.now() + wait);
+    tick();
+  }
+
+  async function join() {
+    if (joining || !token) return;
+    joining = true;
+    tick();
+    try {
+      const body = {};
+      // With proof of work as well, the work is the price of a place in line.
+      if (campaign.require_ticket) {
+        const t = await ticket();
+        if (t.refusal) return refused(t.refusal);
+        body.ticket = t.ticket;
+      }
+      const r = await api("POST", `/api/campaigns/${id}/queue`, body);
+      if (r.status !== 200) return refused(r);
+      learn(r.data);
+      say("");
+    } catch (_) {
+      say("The network failed. Try again.", "error");
+    } finally {
+      joining = false;
+      tick();
+    }
+  }
+
+  // A wait in words, rounded as loosely as an estimate deserves.
+  function estimate(ms) {
+    const s = Math.round(ms / 1000);
+    if (s < 1) return "any moment now";
+    if (s < 90) return "about " + s + " s";
+    if (s < 5400) return "about " + Math.round(s / 60) + " min";
+    return "about " + Math.round(s / 3600) + " h";
+  }
+
+  const ROOM = {
+    "": ["This sale has a waiting room: sign in to join it.", ""],
+    unknown: ["This sale has a waiting room: join it for your turn to buy.", ""],
+    not_joined: ["This sale has a waiting room: join it for your turn to buy.", ""],
+    pre: ["You are in the pre-queue; places are drawn at the opening.", ""],
+    drawn: ["The places are drawn. Finding yours…", ""],
+    called: ["Your turn has come. Fetching your pass…", "ok"],
+    admitted: ["Your turn has come: buy before your pass runs out.", "ok"],
+    expired: ["Your turn has passed: your pass ran out before you bought.", "error"],
+    used: ["You have had your turn.", ""],
+    sold_out: ["Sold out: every unit went to shoppers ahead of you in line.", "error"],
+    ended: ["The sale has ended.", "error"],
+  };
+
+  function showRoom(s) {
+    const q = campaign.queue;
+    $("room").hidden = !q;
+    if (!q) return;
+    const place = room && room.place;
+    const position = place ? Math.max(1, place - q.admitted) : 0;
+    const [said, kind] = ROOM[s] || ["", ""];
+    let text = said;
+    let eta = "";
+    if (s === "waiting") {
+      text = "Place " + place + " in line: ";
+      text += position === 1 ? "you are next." : (position - 1) + " ahead of you.";
+      eta = campaign.state === "paused"
+        ? "The line moves on when the sale resumes."
+        : "Estimated wait: " + estimate(((position - 1) * 1000) / Math.max(1, q.admit_per_s));
+    }
+    $("room-status").textContent = text;
+    $("room-status").className = "room-status " + kind;
+    $("room-eta").textContent = eta;
+    $("room-eta").hidden = !eta;
+    $("room-bar").hidden = s !== "waiting" && s !== "called";
+    $("room-fill").style.width = (place ? Math.min(1, q.admitted / place) * 100 : 0).toFixed(1) + "%";
+    $("join").hidden = s !== "" && s !== "unknown" && s !== "not_joined";
+    $("join").disabled = !token || joining || campaign.state === "ended";
+    $("pass").hidden = s !== "admitted";
+    if (s === "admitted") {
+      $("pass").textContent = "Buy within " + hms(room.ticket_expires_at_ms - now()).replace(/^00:/, "");
+    }
+    // The Buy button is for the shopper's turn; a refusal may have hidden it since.
+    if (s === "admitted") $("buy").hidden = false;
+    else if (s !== "expired" && s !== "used") $("buy").hidden = true;
+  }
+
+  function roomTick() {
+    const s = standing();
+    if (s !== seen) {
+      seen = s;
+      schedule(s, true);
+    }
+    if (!looking && Date.now() >= lookAt) look();
+    showRoom(s);
   }
 
   function signedIn(user) {
@@ -119,6 +284,7 @@
       token = r.data.token;
       localStorage.setItem("seckill.token", token);
       localStorage.setItem("seckill.user", user);
+      room = null;
       signedIn(user);
       say("");
     } else if (r.status === 404) {
@@ -182,9 +348,12 @@
 
   function refused(r) {
     const code = r.data.error;
-    say(REFUSALS[code] || r.data.message || "Something went wrong.", "error");
+    const pass = code === "ticket_invalid" && room && room.state === "admitted";
+    const text = pass ? "Your pass was not accepted: it ran out or was used." : REFUSALS[code];
+    say(text || r.data.message || "Something went wrong.", "error");
     if (code === "unauthenticated") {
       token = null;
+      room = null;
       localStorage.removeItem("seckill.token");
       $("signin").hidden = false;
       $("who").hidden = true;
@@ -200,11 +369,14 @@
 
   async function buy() {
     if (sending || owned || !open()) return;
+    if (campaign.queue && standing() !== "admitted") return;
     sending = true;
     tick();
     try {
       let body = { quantity: 1 };
-      if (campaign.require_ticket) {
+      if (campaign.queue) {
+        body.ticket = room.ticket;
+      } else if (campaign.require_ticket) {
         const t = await ticket();
         if (t.refusal) return refused(t.refusal);
         body.ticket = t.ticket;
@@ -285,6 +457,7 @@
   async function start() {
     $("signin").addEventListener("submit", signIn);
     $("buy").addEventListener("click", buy);
+    $("join").addEventListener("click", join);
     $("pay").addEventListener("click", pay);
     await syncClock();
     const r = await api("GET", `/api/campaigns/${id}`);

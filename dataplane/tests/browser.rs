@@ -5,6 +5,9 @@
 mod common;
 
 use common::*;
+use seckill_dataplane::campaign::{Action, CampaignSpec, QueueSpec};
+use seckill_dataplane::control;
+use seckill_dataplane::keys::QueueKeys;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -124,6 +127,26 @@ impl Browser {
         self.js(&format!("return document.getElementById('{id}').disabled"))
             .as_bool()
             .unwrap_or(false)
+    }
+
+    /// Whether the element takes up room on the page (neither it nor a parent hidden).
+    fn shown(&self, id: &str) -> bool {
+        self.js(&format!(
+            "return document.getElementById('{id}').offsetParent !== null"
+        ))
+        .as_bool()
+        .unwrap_or(false)
+    }
+
+    /// Opens the campaign's page, signs in as `user` and joins the waiting room.
+    fn join_as(&self, node: &Node, id: &str, user: &str) {
+        self.open(&node.url(&format!("/c/{id}")));
+        self.wait("the page to show the waiting room", |b| b.shown("room"));
+        self.type_into("#user", user);
+        self.click("#signin button");
+        self.wait("the sign-in to enable Join", |b| !b.disabled("join"));
+        self.click("#join");
+        self.wait("the pre-queue", |b| b.text("room-status") == PRE_QUEUE);
     }
 
     fn wait(&self, what: &str, mut ok: impl FnMut(&Browser) -> bool) {
@@ -278,4 +301,182 @@ fn behind_proof_of_work_the_browser_earns_its_ticket() {
         .query(&mut con)
         .expect("keys");
     assert!(!used.is_empty(), "no ticket recorded");
+}
+
+const PRE_QUEUE: &str = "You are in the pre-queue; places are drawn at the opening.";
+
+fn queued(id: &str, total: u64, admit_per_s: u32, pass_ttl_s: u64) -> CampaignSpec {
+    CampaignSpec {
+        queue: Some(QueueSpec {
+            admit_per_s,
+            pass_ttl_s,
+        }),
+        ..spec(id, total, 2, 1)
+    }
+}
+
+/// Creates and arms a campaign (its waiting room opens), and waits until the node shows it.
+fn arm(redis: &Redis, node: &Node, spec: CampaignSpec) {
+    let mut con = redis.con();
+    let id = spec.id.clone();
+    control::create(&mut con, spec).expect("create");
+    control::arm(&mut con, &id).expect("arm");
+    wait_state(node, &id, "armed");
+}
+
+#[test]
+fn a_shopper_queues_before_the_opening_buys_in_their_turn_and_the_one_behind_hears_sold_out() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    let id = "line";
+    // Five units, one shopper let through a second: alice is fifth in line, one more
+    // shopper behind her.
+    let mut s = queued(id, 5, 1, 60);
+    s.name = "Encore Edition".into();
+    arm(&redis, &node, s);
+
+    let b = Browser::start();
+    b.open(&node.url("/c/line"));
+    b.wait("the page to load the campaign", |b| {
+        b.text("name") == "Encore Edition"
+    });
+    // Signed out: the room is shown, joining waits for a sign-in, and there is no Buy.
+    assert_eq!(
+        b.text("room-status"),
+        "This sale has a waiting room: sign in to join it."
+    );
+    assert!(b.disabled("join"));
+    assert!(!b.shown("buy"));
+    b.join_as(&node, id, "alice");
+    assert!(!b.shown("join"));
+    assert!(!b.shown("buy"));
+    assert_eq!(b.text("countdown"), "Opens when the shop starts the sale");
+    b.screenshot("6-pre-queue");
+
+    // The draw is random. The test reads the room's seed (secret from shoppers until the
+    // opening) to pick four rivals drawn ahead of alice and a shopper drawn behind her.
+    let seed: String = redis::cmd("HGET")
+        .arg(QueueKeys::new(id).meta())
+        .arg("seed")
+        .query(&mut redis.admin())
+        .expect("the room's seed");
+    let alice = control::draw(&seed, "alice");
+    let names = || (0..).map(|i| format!("shopper{i}"));
+    let ahead: Vec<String> = names()
+        .filter(|u| control::draw(&seed, u) < alice)
+        .take(4)
+        .collect();
+    let behind = names()
+        .find(|u| control::draw(&seed, u) > alice)
+        .expect("a name");
+    let c = node.client();
+    let rivals: Vec<String> = ahead
+        .iter()
+        .map(|u| {
+            let token = c.token(u);
+            let (code, v) = c.post(&format!("/api/campaigns/{id}/queue"), Some(&token), "{}");
+            assert_eq!((code, v["state"].as_str()), (200, Some("waiting")), "{v}");
+            token
+        })
+        .collect();
+    let b2 = Browser::start();
+    b2.join_as(&node, id, &behind);
+
+    // The opening draws the line: alice learns her place, and follows the line's
+    // progress from the event stream until her turn.
+    control::act(&mut redis.con(), id, Action::Start).expect("start");
+    b.wait("alice's place in line", |b| {
+        b.text("room-status").starts_with("Place 5 in line: ")
+    });
+    assert!(b.shown("room-bar"));
+    assert!(
+        b.text("room-eta").starts_with("Estimated wait: "),
+        "{}",
+        b.text("room-eta")
+    );
+    b.screenshot("7-in-line");
+    let mut statuses = vec![b.text("room-status")];
+    b.wait("alice's turn", |b| {
+        let now = b.text("room-status");
+        if statuses.last() != Some(&now) {
+            statuses.push(now);
+        }
+        b.shown("buy") && !b.disabled("buy")
+    });
+    let in_line = statuses
+        .iter()
+        .filter(|s| s.starts_with("Place 5 in line"))
+        .count();
+    assert!(in_line >= 2, "the line moved on the page: {statuses:?}");
+
+    // Her turn: the pass's countdown and the Buy button; one click buys with the pass.
+    b.wait("the pass's countdown", |b| {
+        b.text("pass").starts_with("Buy within 00:5")
+    });
+    assert!(!b.shown("room-bar"));
+    b.screenshot("8-your-turn");
+    b.click("#buy");
+    b.wait("the hold", |b| b.text("order-status") == "held for you");
+    assert!(!b.text("order-id").is_empty());
+    assert!(b.shown("pay"));
+    assert!(b.disabled("buy"));
+    assert!(!b.shown("pass"));
+    assert_eq!(b.text("room-status"), "You have had your turn.");
+    b.screenshot("9-bought-in-turn");
+
+    // Every unit is reserved by a pass: the shopper behind is next, and waits.
+    b2.wait("the one behind to be next", |b| {
+        b.text("room-status") == "Place 6 in line: you are next."
+    });
+    assert!(!b2.shown("buy"));
+
+    // The rivals buy with their passes: nothing is left, the one behind is told at once.
+    for token in &rivals {
+        let (code, v) = c.get(&format!("/api/campaigns/{id}/queue"), Some(token));
+        assert_eq!((code, v["state"].as_str()), (200, Some("admitted")), "{v}");
+        let (code, r) = buy_with(&c, id, token, v["ticket"].as_str());
+        assert_eq!(code, 200, "{r}");
+    }
+    b2.wait("sold out for the one behind", |b| {
+        b.text("room-status") == "Sold out: every unit went to shoppers ahead of you in line."
+    });
+    assert_eq!(b2.text("state"), "Sold out");
+    assert!(!b2.shown("buy"));
+    b2.screenshot("10-sold-out-in-line");
+    let l = ledger_holds(&redis, id);
+    assert_eq!((l.held, l.buyers, l.remaining), (5, 5, 0), "{l}");
+}
+
+#[test]
+fn a_reload_keeps_the_place_in_line_and_a_pass_left_unused_runs_out_on_the_page() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 1);
+    let id = "brief";
+    arm(&redis, &node, queued(id, 1, 10, 10));
+    let b = Browser::start();
+    b.join_as(&node, id, "dora");
+
+    // The page keeps the room's receipt: after a reload the node answers from it.
+    b.open(&node.url("/c/brief"));
+    b.wait("the pre-queue after a reload", |b| {
+        b.text("room-status") == PRE_QUEUE
+    });
+    assert!(!b.shown("join"));
+
+    control::act(&mut redis.con(), id, Action::Start).expect("start");
+    b.wait("dora's turn", |b| !b.disabled("buy"));
+    assert!(
+        b.text("pass").starts_with("Buy within 00:"),
+        "{}",
+        b.text("pass")
+    );
+    // The pass lasts ten seconds; dora lets it run out.
+    b.wait("the pass to run out", |b| {
+        b.text("room-status") == "Your turn has passed: your pass ran out before you bought."
+    });
+    assert!(b.disabled("buy"));
+    assert!(!b.shown("pass"));
+    b.screenshot("11-pass-ran-out");
+    let l = ledger_holds(&redis, id);
+    assert_eq!((l.held, l.sold), (0, 0), "{l}");
 }

@@ -549,3 +549,38 @@ fn the_room_refuses_what_it_should() {
     let l = ledger_holds(&redis, "room");
     assert_eq!(l.held + l.sold, 0, "{l}");
 }
+
+#[test]
+fn with_proof_of_work_the_work_buys_a_place_in_the_pre_queue_however_early() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 1);
+    let c = node.client();
+    // The sale opens in an hour, far beyond the ticket window before an opening.
+    let starts =
+        seckill_dataplane::campaign::format_instant_ms(seckill_dataplane::now_ms() + 3_600_000);
+    let spec = CampaignSpec {
+        require_ticket: true,
+        starts_at: Some(starts),
+        ..queued("worked", 5, 100, 60)
+    };
+    arm(&redis, &node, spec);
+    let token = c.token("ann");
+    let (code, v) = c.post("/api/campaigns/worked/queue", Some(&token), "");
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (403, Some("ticket_invalid")),
+        "{v}"
+    );
+    let (code, t) = earn_ticket(&c, "worked", &token);
+    assert_eq!(code, 200, "{t}");
+    let body = serde_json::json!({ "ticket": t["ticket"] }).to_string();
+    let (code, v) = c.post("/api/campaigns/worked/queue", Some(&token), &body);
+    assert_eq!((code, v["state"].as_str()), (200, Some("waiting")), "{v}");
+    assert!(v["position"].is_null(), "{v}");
+    // Another shopper's ticket buys nothing.
+    let bob = c.token("bob");
+    let (code, _) = c.post("/api/campaigns/worked/queue", Some(&bob), &body);
+    assert_eq!(code, 403);
+    let l = ledger_holds(&redis, "worked");
+    assert_eq!(l.held + l.sold, 0, "{l}");
+}

@@ -3,7 +3,8 @@
 //! bound to the user; solving it earns a signed ticket, bound to user and campaign,
 //! short-lived. A user holds at most one live ticket per campaign (asking again returns
 //! it), live tickets never exceed `ticket_factor × total`, and none are issued for drafts
-//! or earlier than `tickets.window_s` before the opening.
+//! or earlier than `tickets.window_s` before the opening (for a campaign with a waiting
+//! room, where the ticket is the price of joining, from the moment it is armed).
 
 use hyper::body::Incoming;
 use hyper::Request;
@@ -28,10 +29,10 @@ fn random_hex(bytes: usize) -> String {
 /// Whether the campaign takes tickets now, by the shard's copy: a refusal here spares
 /// the shopper a proof of work. The issuing script decides again, atomically.
 fn open_for_tickets(shard: &Shard, id: &str) -> Result<(), ApiError> {
-    let window_ms = shard.settings.tickets.window_s as i64 * 1000;
     shard
         .with_campaign(id, |v| {
             let c = &v.campaign;
+            let window_ms = window_ms(shard, c);
             match c.state {
                 State::Draft | State::Arming => Err(ApiError::UnknownCampaign),
                 _ if !c.spec.require_ticket => Err(ApiError::NoTickets),
@@ -49,6 +50,16 @@ fn open_for_tickets(shard: &Shard, id: &str) -> Result<(), ApiError> {
             }
         })
         .ok_or(ApiError::UnknownCampaign)?
+}
+
+/// How long before the opening tickets are issued: `tickets.window_s`, or for the
+/// pre-queue of a waiting room all the time it is open.
+fn window_ms(shard: &Shard, c: &crate::campaign::Campaign) -> i64 {
+    if c.spec.queue.is_some() {
+        i64::MAX / 4
+    } else {
+        shard.settings.tickets.window_s as i64 * 1000
+    }
 }
 
 fn unavailable(e: crate::store::StoreError) -> ApiError {
@@ -117,7 +128,9 @@ pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<R
             user: &user,
             ticket: &ticket,
             expires_ms: expires,
-            window_ms: t.window_s as i64 * 1000,
+            window_ms: shard
+                .with_campaign(id, |v| window_ms(shard, &v.campaign))
+                .unwrap_or(t.window_s as i64 * 1000),
         })
         .await
         .map_err(unavailable)?;

@@ -180,6 +180,10 @@ bench-metrics ROUNDS="3" SECONDS="5":
 bench-scaling SECONDS="10" RATE="8000":
     bench/scaling.sh {{SECONDS}} {{RATE}}
 
+# The waiting room's status check with 10 vs 1M waiting: Redis memory per shopper, the look script, a node's answer with and without a receipt.
+bench-queue ROUNDS="3" SECONDS="5":
+    bench/queue.sh {{ROUNDS}} {{SECONDS}}
+
 # Micro-benchmarks (Criterion) of the hot pieces: guard buckets, tokens, routing, the purchase call.
 bench-micro:
     cargo bench -p seckill-dataplane --bench hot

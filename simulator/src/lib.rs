@@ -9,11 +9,13 @@
 //! - [`run`]: sets up the sale, runs, checks the ledger and thresholds;
 //! - [`report`]: what a run found, who won, its summary and the metrics of `--fail-on`;
 //! - [`plot`]: the run over time as an SVG;
+//! - [`chisq`]: the chi-square test of equal shares;
 //! - [`verdict`]: thresholds as conditions on the report (`--fail-on`);
 //! - [`burst`]: a simple closed-loop burst (the demo's);
 //! - [`flood`]: malformed and slow-loris connections, to run beside a surge.
 
 pub mod burst;
+pub mod chisq;
 pub mod earn;
 pub mod engine;
 pub mod flood;

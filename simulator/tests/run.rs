@@ -1,52 +1,10 @@
 //! The simulator run in-process against a real data plane and redis-server started here.
 
+mod common;
+
+use common::Stack;
 use seckill_simulator::run::{execute, summary};
 use seckill_simulator::scenario::Scenario;
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The data plane binary next to this test's own: `cargo test --workspace` builds it
-/// for the data plane's own tests.
-fn dataplane_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("test path");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let bin = dir.join("seckill-dataplane");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build -p seckill-dataplane` first (just test does)",
-        bin.display()
-    );
-    bin
-}
-
-fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn scenario(dir: &std::path::Path, target: &str, redis: &str) -> Scenario {
     scenario_with(dir, target, redis, "")
@@ -107,88 +65,12 @@ p99_ms = 2000
 
 #[test]
 fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let rport = free_port();
-    let users = dir.path().join("users");
-    let made = Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../scripts/redis-users.sh"
-    ))
-    .arg(&users)
-    .status()
-    .expect("scripts/redis-users.sh runs");
-    assert!(made.success());
-    let _redis = Killed(
-        Command::new("redis-server")
-            .args([
-                "--port",
-                &rport.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .arg("--aclfile")
-            .arg(users.join("users.acl"))
-            .arg("--dir")
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server"),
-    );
-    // The simulator talks to the control plane as the operators' user, the nodes as
-    // theirs; each password stays in its file.
-    let redis = format!("redis://seckill-ops@127.0.0.1:{rport}");
-    let ops_password = users.join("ops.password");
-    wait_for("redis", || {
-        seckill_core::secrets::redis_url(&redis, Some(&ops_password))
-            .is_ok_and(|url| seckill_core::control::connect(&url).is_ok())
-    });
-    seckill_core::secrets::create_private(
-        &dir.path().join("secret"),
-        b"simulator test secret, long enough",
-    )
-    .expect("secret");
     // Two nodes, each with its own order worker and store; each source address talks
     // to one of them.
-    let d = dir.path().display();
-    std::fs::create_dir_all(dir.path().join("content")).expect("content dir");
-    std::fs::write(dir.path().join("content/album.zip"), vec![7u8; 10_000]).expect("content");
-    let mut nodes = Vec::new();
-    let mut targets = Vec::new();
-    for name in ["a", "b"] {
-        let port = free_port();
-        let config = dir.path().join(format!("dp-{name}.toml"));
-        std::fs::write(
-            &config,
-            format!(
-                "listen = \"127.0.0.1:{port}\"\nredis = \"redis://seckill-node@127.0.0.1:{rport}\"\n\
-                 redis_password_file = \"{d}/users/node.password\"\nshards = 2\nsecret_file = \"{d}/secret\"\n\
-                 content_dir = \"{d}/content\"\n\
-                 [worker]\nname = \"{name}\"\ndb = \"{d}/orders-{name}.sqlite\"\n[limits]\nip_rate = 50\nip_burst = 100\n\
-                 [tickets]\ndifficulty = 8\n[admin]\nlisten = \"\"\n"
-            ),
-        )
-        .expect("config");
-        nodes.push(Killed(
-            Command::new(dataplane_bin())
-                .args(["serve", "--config"])
-                .arg(&config)
-                .env("RUST_LOG", "warn")
-                .spawn()
-                .expect("data plane"),
-        ));
-        let target = format!("http://127.0.0.1:{port}");
-        wait_for("the data plane", || {
-            ureq::get(&format!("{target}/api/time")).call().is_ok()
-        });
-        targets.push(target);
-    }
-    let target = targets.join(",");
+    let stack = Stack::start(&["a", "b"]);
+    let (dir, target, redis) = (&stack.dir, &stack.target, &stack.redis);
 
-    let s = scenario(dir.path(), &target, &redis);
+    let s = scenario(dir.path(), target, redis);
     let r = execute(&s, 7).expect("run");
     let text = summary(&r);
     eprintln!("{text}");
@@ -304,8 +186,8 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
     // ticket buys once.
     let s = scenario_with(
         dir.path(),
-        &target,
-        &redis,
+        target,
+        redis,
         "require_ticket = true\nticket_factor = 50\n",
     );
     let r = execute(&s, 9).expect("run");

@@ -85,6 +85,7 @@ async fn earn_one(
         path: &path,
         token: Some(token),
         idempotency_key: None,
+        receipt: None,
         body: b"",
     };
     let sent = Instant::now();

@@ -8,21 +8,21 @@
 use hdrhistogram::Histogram;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::http::{Client, Failure, Req};
+use crate::http::Client;
 use crate::plan::{Arrival, Persona};
-use seckill_core::api::Glance;
-use std::borrow::Cow;
 
 /// The routes whose latency the report shows, in the order of a shopper's flow.
-pub const ROUTES: [&str; 8] = [
+pub const ROUTES: [&str; 10] = [
     "challenge",
     "ticket",
+    "join",
+    "look",
     "purchase",
     "retry",
     "pay",
@@ -46,6 +46,8 @@ pub struct Tally {
     pub send_lag_us: Histogram<u64>,
     /// Orders held, by persona and user (to see who won the units).
     pub held: Vec<(Persona, usize, String)>,
+    /// In a queued sale: the sessions the waiting room let join.
+    pub joined: Vec<Joined>,
     pub paid: u64,
     /// Paid orders seen delivered by their buyer, and downloads that succeeded.
     pub delivered: u64,
@@ -88,6 +90,7 @@ impl Tally {
             purchase_by_outcome: BTreeMap::new(),
             send_lag_us: histogram(),
             held: Vec::new(),
+            joined: Vec::new(),
             paid: 0,
             delivered: 0,
             downloaded: 0,
@@ -118,6 +121,7 @@ impl Tally {
         }
         let _ = self.send_lag_us.add(&o.send_lag_us);
         self.held.extend(o.held);
+        self.joined.extend(o.joined);
         self.paid += o.paid;
         self.delivered += o.delivered;
         self.downloaded += o.downloaded;
@@ -153,7 +157,7 @@ impl Tally {
     }
 
     /// Records `since.elapsed()` as a latency of `route`.
-    fn latency(&mut self, route: &'static str, since: Instant) {
+    pub(crate) fn latency(&mut self, route: &'static str, since: Instant) {
         let us = (since.elapsed().as_micros() as u64).max(1);
         self.routes
             .entry(route)
@@ -165,6 +169,25 @@ impl Tally {
     pub fn requests(&self) -> u64 {
         self.sent.values().sum()
     }
+}
+
+/// A session the waiting room let join.
+#[derive(Debug, Clone)]
+pub struct Joined {
+    pub persona: Persona,
+    /// Its account (index into the token table).
+    pub user: usize,
+    /// When it joined, planned, from the start of the run.
+    pub at: Duration,
+    /// A shopper's polling class.
+    pub class: Option<usize>,
+    /// Joined before the draw: the answer had no place yet.
+    pub pre: bool,
+    /// Looks it sent, those refused for being too many or too fast (429), and for how
+    /// long it kept looking.
+    pub looks: u64,
+    pub looks_refused: u64,
+    pub looked_for: Duration,
 }
 
 /// Counters every load thread bumps, for the live progress line.
@@ -203,20 +226,13 @@ pub struct Context {
     /// Tickets earned before the sale, by account (campaigns that require them).
     pub tickets: Vec<Option<String>>,
     pub start: Instant,
+    /// When the sale opens, from the start of the run.
+    pub opening: Duration,
     /// When the sale opens, ms since the Unix epoch on Redis's clock, when this run
     /// opens it (then sales before it are counted).
     pub opens_ms: Option<i64>,
     /// Requests still unanswered this long after the plan ends are given up.
     pub deadline: Instant,
-}
-
-/// Status and error code of an answer, or why there was none.
-fn outcome(r: &Result<(u16, Option<String>), Failure>) -> String {
-    match r {
-        Ok((200, _)) => "200".into(),
-        Ok((code, e)) => format!("{code} {}", e.as_deref().unwrap_or("?")),
-        Err(f) => format!("error {}", f.name()),
-    }
 }
 
 /// Runs one thread's share of the plan.
@@ -255,7 +271,7 @@ pub fn run_thread(arrivals: Vec<(usize, Arrival)>, ctx: Arc<Context>) -> Tally {
             tally.borrow_mut().send_lag_us.record(lag.max(1)).ok();
             let (client, tally, ctx) = (client.clone(), tally.clone(), ctx.clone());
             tokio::task::spawn_local(async move {
-                let work = session(&client, &ctx, &a, planned, n, &tally);
+                let work = crate::session::session(&client, &ctx, &a, planned, n, &tally);
                 let _ = tokio::time::timeout_at(ctx.deadline.into(), work).await;
                 drop(slot);
             });
@@ -266,214 +282,6 @@ pub fn run_thread(arrivals: Vec<(usize, Arrival)>, ctx: Arc<Context>) -> Tally {
         let done = std::mem::take(&mut *tally.borrow_mut());
         done
     })
-}
-
-/// A purchase's answer: its status and error code, and the order it holds.
-type Bought = Result<(u16, Option<String>), Failure>;
-
-/// One arrival's session: its purchase, then what its persona does next.
-async fn session(
-    client: &Client,
-    ctx: &Context,
-    a: &Arrival,
-    planned: Instant,
-    n: usize,
-    tally: &RefCell<Tally>,
-) {
-    let path = format!("/api/campaigns/{}/purchase", ctx.campaign);
-    let forged;
-    let (token, ticket) = match a.persona {
-        Persona::Forger => {
-            // A real token's user and expiry with a made-up signature; on ticket
-            // campaigns every other try brings a real token and a made-up ticket.
-            let real = &ctx.tokens[a.user];
-            if ctx.tickets.iter().any(Option::is_some) && n % 2 == 1 {
-                (real.as_str(), Some("Zm9yZ2Vk.9999999999999.AAAA"))
-            } else {
-                let cut = real.rfind('.').unwrap_or(real.len());
-                forged = format!("{}.{}", &real[..cut], "A".repeat(43));
-                (forged.as_str(), None)
-            }
-        }
-        Persona::Skipper => (ctx.tokens[a.user].as_str(), None),
-        _ => (ctx.tokens[a.user].as_str(), ctx.tickets[a.user].as_deref()),
-    };
-    let body = match ticket {
-        Some(t) => format!(r#"{{"quantity":1,"ticket":"{t}"}}"#),
-        None => r#"{"quantity":1}"#.to_string(),
-    };
-    let key = format!("k{n}-{}", a.user);
-    let req = Req {
-        method: "POST",
-        path: &path,
-        token: Some(token),
-        idempotency_key: Some(&key),
-        body: body.as_bytes(),
-    };
-    let buy = |status: u16, body: &[u8]| {
-        let r = Glance::of(body);
-        let said = if status == 200 { r.order_id } else { r.error };
-        (status, said.map(Cow::into_owned))
-    };
-    let r: Bought = client.send(a.ip, &req, buy).await;
-    let order = match &r {
-        Ok((200, o)) => o.clone(),
-        _ => None,
-    };
-    {
-        let mut t = tally.borrow_mut();
-        t.timed("purchase", planned, r.is_ok());
-        let took = (planned.elapsed().as_micros() as u64).max(1);
-        t.last_answer = t.last_answer.max(ctx.start.elapsed());
-        let second = a.at.as_secs() as usize;
-        while t.per_second.len() <= second {
-            // Two significant digits are plenty for a per-second line on a plot.
-            let h = Histogram::new_with_bounds(1, 600_000_000, 2)
-                .unwrap_or_else(|_| unreachable!("valid bounds"));
-            t.per_second.push(h);
-        }
-        t.per_second[second].record(took).ok();
-        if let Ok(mut w) = ctx.progress.window.lock() {
-            w.record(took).ok();
-        }
-        let counter = match &r {
-            Ok((200, _)) => &ctx.progress.held,
-            Ok(_) => &ctx.progress.refused,
-            Err(_) => &ctx.progress.errors,
-        };
-        counter.fetch_add(1, Relaxed);
-        ctx.progress.answered.fetch_add(1, Relaxed);
-        let said = outcome(&r);
-        t.purchase_by_outcome
-            .entry(said.clone())
-            .or_insert_with(histogram)
-            .record(took)
-            .ok();
-        *t.outcomes.entry((a.persona, said)).or_default() += 1;
-        if let Some(o) = &order {
-            t.held.push((a.persona, a.user, o.clone()));
-            if let Some(opens_ms) = ctx.opens_ms {
-                let now = seckill_core::now_ms();
-                if now < opens_ms {
-                    t.sold_before_opening += 1;
-                }
-                let target = client.target_index(a.ip);
-                let first = t.first_sale_ms.entry(target).or_insert(now);
-                *first = (*first).min(now);
-            }
-        }
-    }
-    let order = if a.retries {
-        // The answer was "lost": the same request again must give the same answer.
-        let sent = Instant::now();
-        let again: Bought = client.send(a.ip, &req, buy).await;
-        let again_order = match &again {
-            Ok((200, o)) => o.clone(),
-            _ => None,
-        };
-        let mut t = tally.borrow_mut();
-        t.timed("retry", sent, again.is_ok());
-        match (&order, &again_order) {
-            (Some(_), _) if again_order != order => {
-                t.retry_mismatches += 1;
-                order
-            }
-            // The first try was refused (busy, say) and the retry got the unit.
-            (None, Some(o)) => {
-                t.held.push((a.persona, a.user, o.clone()));
-                again_order
-            }
-            _ => order,
-        }
-    } else {
-        order
-    };
-    if let (Some(o), true) = (order, a.pays) {
-        pay_and_collect(client, a.ip, token, &o, tally).await;
-    }
-}
-
-/// Pays for an order, then looks at it until it is delivered and downloads the content,
-/// as a buyer's page would.
-async fn pay_and_collect(
-    client: &Client,
-    ip: Ipv4Addr,
-    token: &str,
-    order: &str,
-    tally: &RefCell<Tally>,
-) {
-    let sent = Instant::now();
-    let pay_path = format!("/api/orders/{order}/pay");
-    let req = Req {
-        method: "POST",
-        path: &pay_path,
-        token: Some(token),
-        idempotency_key: None,
-        body: b"",
-    };
-    let r = client.send(ip, &req, |status, _| status).await;
-    {
-        let mut t = tally.borrow_mut();
-        t.timed("pay", sent, r.is_ok());
-        if r != Ok(200) {
-            return;
-        }
-        t.paid += 1;
-    }
-    let paid = Instant::now();
-    let view_path = format!("/api/orders/{order}");
-    let view = Req {
-        method: "GET",
-        path: &view_path,
-        token: Some(token),
-        idempotency_key: None,
-        body: b"",
-    };
-    // A buyer's page looks soon, then less and less often.
-    let mut wait = Duration::from_millis(10);
-    let link = loop {
-        tokio::time::sleep(wait).await;
-        wait = (wait * 2).min(Duration::from_millis(500));
-        let sent = Instant::now();
-        let r = client
-            .send(ip, &view, |status, body| {
-                let r = Glance::of(body);
-                (
-                    status,
-                    r.status.as_deref() == Some("delivered"),
-                    r.download_url.map(Cow::into_owned),
-                )
-            })
-            .await;
-        tally.borrow_mut().timed("order", sent, r.is_ok());
-        match r {
-            Ok((200, true, link)) => break link,
-            Ok((200, false, _)) => continue,
-            _ => return,
-        }
-    };
-    {
-        let mut t = tally.borrow_mut();
-        t.delivered += 1;
-        t.latency("delivered", paid);
-    }
-    let Some(link) = link else { return };
-    let sent = Instant::now();
-    let get = Req {
-        method: "GET",
-        path: &link,
-        token: None,
-        idempotency_key: None,
-        body: b"",
-    };
-    let r = client
-        .send(ip, &get, |status, body| status == 200 && !body.is_empty())
-        .await;
-    let mut t = tally.borrow_mut();
-    t.timed("download", sent, r.is_ok());
-    if r == Ok(true) {
-        t.downloaded += 1;
-    }
 }
 
 /// Splits the plan over `threads` (arrival i to thread i mod threads), runs them, and

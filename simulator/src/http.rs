@@ -36,6 +36,8 @@ pub struct Req<'a> {
     pub path: &'a str,
     pub token: Option<&'a str>,
     pub idempotency_key: Option<&'a str>,
+    /// A waiting room's receipt, sent back with a look (`Queue-Receipt`).
+    pub receipt: Option<&'a str>,
     pub body: &'a [u8],
 }
 
@@ -53,6 +55,9 @@ impl Req<'_> {
         }
         if let Some(k) = self.idempotency_key {
             let _ = write!(out, "Idempotency-Key: {k}\r\n");
+        }
+        if let Some(r) = self.receipt {
+            let _ = write!(out, "Queue-Receipt: {r}\r\n");
         }
         if self.body.is_empty() {
             out.extend_from_slice(b"Content-Length: 0\r\n\r\n");

@@ -4,12 +4,14 @@
 //! - [`plan`]: the arrival plan, fixed before the run (open model);
 //! - [`engine`]: thread-per-core load with keep-alive pools per source address, latency
 //!   from the planned instant into HdrHistogram;
+//! - [`session`]: a shopper's purchase, payment, delivery and download;
 //! - [`earn`]: the tickets accounts earn before the opening;
+//! - [`room`]: a session through a waiting room: join, look, buy with the pass;
 //! - [`http`]: the lean HTTP/1.1 client the engine sends with;
 //! - [`run`]: sets up the sale, runs, checks the ledger and thresholds;
 //! - [`report`]: what a run found, who won, its summary and the metrics of `--fail-on`;
 //! - [`plot`]: the run over time as an SVG;
-//! - [`chisq`]: the chi-square test of equal shares;
+//! - [`fairness`]: the waiting room's fairness table, tested with [`chisq`];
 //! - [`verdict`]: thresholds as conditions on the report (`--fail-on`);
 //! - [`burst`]: a simple closed-loop burst (the demo's);
 //! - [`flood`]: malformed and slow-loris connections, to run beside a surge.
@@ -18,11 +20,14 @@ pub mod burst;
 pub mod chisq;
 pub mod earn;
 pub mod engine;
+pub mod fairness;
 pub mod flood;
 pub mod http;
 pub mod plan;
 pub mod plot;
 pub mod report;
+pub mod room;
 pub mod run;
 pub mod scenario;
+pub mod session;
 pub mod verdict;

@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use crate::scenario::{Profile, Scenario};
+use crate::scenario::{Profile, Queue, Scenario};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -60,6 +60,17 @@ pub struct Arrival {
     pub ip: Ipv4Addr,
     pub pays: bool,
     pub retries: bool,
+    /// In a queued sale: `at` is when the session joins the waiting room, and how often
+    /// it looks at the line.
+    pub looks: Option<Looks>,
+}
+
+/// How often a session in a waiting room looks at the line.
+#[derive(Debug, Clone, Copy)]
+pub struct Looks {
+    pub every: Duration,
+    /// A shopper's polling class (an index into `queue.poll_ms`); none for bots.
+    pub class: Option<usize>,
 }
 
 /// Accounts the sybil persona spreads over.
@@ -192,8 +203,102 @@ pub fn build(s: &Scenario, seed: u64) -> Vec<Arrival> {
             pays: persona == Persona::Shopper && rng.random::<f64>() < s.population.pay_fraction,
             retries: persona == Persona::Shopper
                 && rng.random::<f64>() < s.population.retry_fraction,
+            looks: None,
         });
         t += 1.0 / rate_at(s, t).max(0.1);
     }
+    out
+}
+
+/// The plan of a sale through a waiting room: one session per shopper, joining the
+/// pre-queue at an instant spread evenly at random over the window before the opening
+/// (or, for `late_fraction` of them, over `late_s` after it) with a polling class drawn
+/// at random, independently of the join time. The bots' shares are of the whole crowd
+/// (`users / shopper` sessions): the one-account bots run that many sessions on their
+/// account, the sybils one account each. Bots join in the window's first tenth, as
+/// early as a script can, and look every `bot_poll_ms`; the skipper goes straight to
+/// the purchase once the sale is live; the forger joins with forged tokens, or brings a
+/// forged pass once the sale is live.
+pub fn build_queued(s: &Scenario, q: &Queue, seed: u64) -> Vec<Arrival> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let users = s.population.users;
+    let opening = s.campaign.starts_in_s;
+    let window = q.window(s);
+    let from = opening - window;
+    let mut out = Vec::new();
+    for u in 0..users {
+        let late = window <= 0.0 || rng.random::<f64>() < q.late_fraction;
+        let at = if late {
+            opening + rng.random::<f64>() * q.late_s
+        } else {
+            from + rng.random::<f64>() * window
+        };
+        let class = rng.random_range(0..q.poll_ms.len());
+        out.push(Arrival {
+            at: Duration::from_secs_f64(at),
+            persona: Persona::Shopper,
+            user: u,
+            ip: shopper_ip(u, s.population.addresses),
+            pays: rng.random::<f64>() < s.population.pay_fraction,
+            retries: rng.random::<f64>() < s.population.retry_fraction,
+            looks: Some(Looks {
+                every: Duration::from_millis(q.poll_ms[class]),
+                class: Some(class),
+            }),
+        });
+    }
+    let p = &s.personas;
+    let crowd = users as f64 / p.shopper.max(f64::MIN_POSITIVE);
+    let bots = [
+        (Persona::Hammer, p.hammer),
+        (Persona::IpRotator, p.ip_rotator),
+        (Persona::Forger, p.forger),
+        (Persona::Replayer, p.replayer),
+        (Persona::Skipper, p.skipper),
+        (Persona::Sybil, p.sybil),
+    ];
+    for (persona, share) in bots {
+        let sessions = (crowd * share).round() as usize;
+        for i in 0..sessions {
+            let (user, ip) = match persona {
+                // (Shoppers are planned above.)
+                Persona::Shopper | Persona::Hammer => {
+                    (hammer_user(users), Ipv4Addr::new(127, 0, 0, 2))
+                }
+                Persona::IpRotator => (
+                    rotator_user(users),
+                    Ipv4Addr::new(127, 0, rng.random_range(1..255), rng.random_range(3..255)),
+                ),
+                Persona::Forger => (rng.random_range(0..users), Ipv4Addr::new(127, 0, 0, 3)),
+                Persona::Replayer => (replayer_user(users), Ipv4Addr::new(127, 0, 0, 4)),
+                Persona::Skipper => (skipper_user(users), Ipv4Addr::new(127, 0, 0, 5)),
+                Persona::Sybil => {
+                    let account = sybil_user(users, i);
+                    (account, account_ip(s, account))
+                }
+            };
+            let at = match persona {
+                Persona::Skipper => opening + rng.random::<f64>() * q.late_s,
+                // Half join with forged tokens, half bring forged passes once it is live.
+                Persona::Forger if i % 2 == 0 => from + rng.random::<f64>() * window,
+                Persona::Forger => opening + rng.random::<f64>() * q.late_s,
+                _ => from + rng.random::<f64>() * window / 10.0,
+            };
+            out.push(Arrival {
+                at: Duration::from_secs_f64(at),
+                persona,
+                user,
+                ip,
+                pays: false,
+                retries: false,
+                looks: Some(Looks {
+                    every: Duration::from_millis(q.bot_poll_ms),
+                    class: None,
+                }),
+            });
+        }
+    }
+    // Each load thread sends its share in the order of the plan.
+    out.sort_by_key(|a| a.at);
     out
 }

@@ -1,5 +1,5 @@
-//! What a run found: the report's figures, the text summary, and the value of each
-//! metric a `--fail-on` condition may name.
+//! What a run found: the report built from what the load saw, its figures, the text
+//! summary, and the value of each metric a `--fail-on` condition may name.
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -7,9 +7,13 @@ use std::collections::BTreeMap;
 use seckill_core::ledger::Ledger;
 use seckill_orders::reconcile;
 
-use crate::engine;
+use crate::engine::{self, Tally};
+use crate::fairness::Fairness;
+use crate::plan::Persona;
 use crate::scenario::Scenario;
 use crate::verdict::{self, Condition};
+use seckill_core::campaign::format_instant_ms;
+use seckill_core::protocol::QueueProgress;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Latency {
@@ -40,11 +44,13 @@ pub struct Report {
     pub scenario: Scenario,
     pub campaign: String,
     pub sale_opens: String,
-    /// Purchases planned per second over the run, and answered per second.
+    /// Purchases planned per second over the run, and answered per second (in a queued
+    /// sale: sessions planned, and sessions that ended with an answer).
     pub offered_per_s: f64,
     pub achieved_per_s: f64,
+    /// Purchases planned; in a queued sale, sessions through the waiting room.
     pub planned: u64,
-    /// Every request sent during the sale: purchases, retries, payments, order views
+    /// Every request sent during the sale: joins and looks, purchases, retries, payments, order views
     /// and downloads (the challenges and tickets before it are in `requests_by_route`).
     pub requests: u64,
     pub requests_by_route: BTreeMap<String, u64>,
@@ -88,7 +94,77 @@ pub struct Report {
     pub reconciliation: Option<reconcile::Report>,
     /// Second by second (planned send time): purchases answered and their p99.
     pub over_time: Vec<Second>,
+    /// A sale through a waiting room: the room at the end and its fairness table.
+    pub queue: Option<QueueReport>,
     pub failures: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueReport {
+    /// The room's counters in Redis at the end of the run.
+    pub room: QueueProgress,
+    /// The draw checked against its seed, once drawn.
+    pub draw: Option<DrawCheck>,
+    pub fairness: Fairness,
+}
+
+/// `campaign audit-draw`'s findings: every pre-queue joiner's rank is the seed's, the
+/// seed is the one committed to, and the admissions followed the draw.
+#[derive(Debug, Clone, Serialize)]
+pub struct DrawCheck {
+    pub fair: bool,
+    pub seed_matches_commitment: bool,
+    pub checked: u64,
+    pub drawn: u64,
+    pub mismatched: usize,
+    pub out_of_order: usize,
+}
+
+impl DrawCheck {
+    pub fn of(a: &seckill_core::control::DrawAudit) -> DrawCheck {
+        DrawCheck {
+            fair: a.fair(),
+            seed_matches_commitment: a.seed_matches_commitment,
+            checked: a.checked,
+            drawn: a.drawn,
+            mismatched: a.mismatched.len(),
+            out_of_order: a.out_of_order.len(),
+        }
+    }
+}
+
+impl QueueReport {
+    pub fn text(&self) -> String {
+        let r = &self.room;
+        let mut out = format!(
+            "waiting room: {} joined before the opening, {} in line in all; {} passes given, {} used, {} expired\n",
+            r.pre, r.line, r.admitted, r.used, r.expired
+        );
+        out += &match &self.draw {
+            Some(d) => format!(
+                "draw: {}: {} of {} ranks checked against the seed{}{}\n",
+                if d.fair { "fair" } else { "NOT FAIR" },
+                d.checked,
+                d.drawn,
+                if d.seed_matches_commitment {
+                    ""
+                } else {
+                    "; the seed is not the one committed to"
+                },
+                if d.mismatched + d.out_of_order > 0 {
+                    format!(
+                        "; {} ranks mismatched, {} admitted out of order",
+                        d.mismatched, d.out_of_order
+                    )
+                } else {
+                    String::new()
+                },
+            ),
+            None => "draw: not drawn\n".into(),
+        };
+        out += &self.fairness.text();
+        out
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -102,6 +178,11 @@ pub struct Second {
 impl Report {
     pub fn passed(&self) -> bool {
         self.failures.is_empty()
+    }
+
+    /// The fairness table of a queued sale.
+    pub fn fairness(&self) -> Option<&Fairness> {
+        self.queue.as_ref().map(|q| &q.fairness)
     }
 
     /// The value of a `--fail-on` metric (see [`verdict::METRICS`]).
@@ -141,6 +222,11 @@ impl Report {
             "retry_mismatches" => r.retry_mismatches as f64,
             "sold_before_opening" => r.sold_before_opening as f64,
             "achieved_ratio" => r.achieved_per_s / r.offered_per_s.max(f64::MIN_POSITIVE),
+            "join_p" => r
+                .fairness()
+                .map_or(f64::NAN, |f| f.by_join_time.test.p_value),
+            "poll_p" => r.fairness().map_or(f64::NAN, |f| f.by_polling.test.p_value),
+            "bot_p" => r.fairness().map_or(f64::NAN, |f| f.bots.test.p_value),
             _ => f64::NAN,
         }
     }
@@ -151,10 +237,169 @@ impl Report {
     }
 }
 
+/// The report of a run: what the load threads saw (`t`, and `before`: the tickets earned
+/// before the sale), the ledger, and the reconciliation and the waiting room's, when
+/// there are.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn build(
+    s: &Scenario,
+    campaign: String,
+    opens_ms: i64,
+    planned: u64,
+    elapsed: f64,
+    (t, before): (Tally, Tally),
+    ledger: Ledger,
+    reconciliation: Option<reconcile::Report>,
+    queue: Option<QueueReport>,
+) -> Report {
+    let mut outcomes: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for ((p, o), n) in &t.outcomes {
+        *outcomes
+            .entry(p.name().into())
+            .or_default()
+            .entry(o.clone())
+            .or_default() += n;
+    }
+    let mut units_won: BTreeMap<String, u64> = BTreeMap::new();
+    let mut orders = std::collections::HashSet::new();
+    for (p, _, order) in &t.held {
+        if orders.insert(order.clone()) {
+            *units_won.entry(p.name().into()).or_default() += 1;
+        }
+    }
+    let bots: u64 = Persona::ALL
+        .iter()
+        .filter(|p| p.is_bot())
+        .map(|p| units_won.get(p.name()).copied().unwrap_or(0))
+        .sum();
+    let people = units_won.get(Persona::Shopper.name()).copied().unwrap_or(0);
+    let answered: u64 = t
+        .outcomes
+        .iter()
+        .filter(|((_, o), _)| !o.starts_with("error"))
+        .map(|(_, n)| n)
+        .sum();
+    let requests = t.requests();
+    let mut all = before;
+    all.merge(t);
+    let t = all;
+    let purchase_latency = t
+        .routes
+        .get("purchase")
+        .map(Latency::of)
+        .unwrap_or_else(|| Latency::of(&engine::histogram()));
+    let route_latency = engine::ROUTES
+        .iter()
+        .filter_map(|r| t.routes.get(r).map(|h| (r.to_string(), Latency::of(h))))
+        .collect();
+    let mut failures = Vec::new();
+    match &reconciliation {
+        Some(rec) if !rec.holds() => {
+            failures.push(format!("reconciliation: {}", rec.violations.join("; ")))
+        }
+        None if !ledger.holds() => {
+            failures.push(format!("ledger: {}", ledger.violations.join("; ")))
+        }
+        _ => {}
+    }
+    if t.retry_mismatches > 0 {
+        failures.push(format!(
+            "{} retries did not get their first answer",
+            t.retry_mismatches
+        ));
+    }
+    if let Some(max) = s.thresholds.p99_ms {
+        if purchase_latency.p99_ms > max {
+            failures.push(format!(
+                "p99 purchase latency {:.1} ms above {max} ms",
+                purchase_latency.p99_ms
+            ));
+        }
+    }
+    if let Some(max) = s.thresholds.max_bot_units {
+        if bots > max {
+            failures.push(format!("bots won {bots} units, more than {max}"));
+        }
+    }
+    let conditions = s
+        .thresholds
+        .fail_on
+        .as_deref()
+        .map(crate::verdict::parse)
+        .transpose()
+        .unwrap_or_default()
+        .unwrap_or_default();
+    let over_time = t
+        .per_second
+        .iter()
+        .enumerate()
+        .map(|(second, h)| Second {
+            second,
+            answered: h.len(),
+            p50_ms: h.value_at_quantile(0.5) as f64 / 1000.0,
+            p99_ms: h.value_at_quantile(0.99) as f64 / 1000.0,
+        })
+        .collect();
+    // The sale's steady state: purchases planned from the end of the ramp on.
+    let steady_from = (s.campaign.starts_in_s + s.arrivals.ramp_s).ceil() as usize;
+    let mut steady = engine::histogram();
+    for h in t.per_second.iter().skip(steady_from) {
+        let _ = steady.add(h);
+    }
+    let mut r = Report {
+        steady_purchase_latency: Latency::of(&steady),
+        over_time,
+        scenario: s.clone(),
+        campaign,
+        sale_opens: format_instant_ms(opens_ms),
+        offered_per_s: planned as f64 / s.duration_s,
+        achieved_per_s: answered as f64 / elapsed,
+        planned,
+        requests,
+        requests_by_route: t.sent.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        unanswered: t.failed,
+        unsent: t.unsent,
+        outcomes,
+        route_latency,
+        purchase_latency_by_outcome: t
+            .purchase_by_outcome
+            .iter()
+            .map(|(o, h)| (o.clone(), Latency::of(h)))
+            .collect(),
+        send_lag: Latency::of(&t.send_lag_us),
+        purchase_latency,
+        units_won,
+        units_to_people: people,
+        units_to_bots: bots,
+        paid: t.paid,
+        delivered: t.delivered,
+        downloaded: t.downloaded,
+        retry_mismatches: t.retry_mismatches,
+        sold_before_opening: t.sold_before_opening,
+        first_sale_after_opening_ms: t
+            .first_sale_ms
+            .iter()
+            .filter_map(|(i, at)| Some((s.targets().get(*i)?.to_string(), at - opens_ms)))
+            .collect(),
+        ledger,
+        reconciliation,
+        queue,
+        failures,
+    };
+    let broken = r.broken(&conditions);
+    r.failures.extend(broken);
+    r
+}
+
 pub fn summary(r: &Report) -> String {
     let mut out = String::new();
+    let planned = if r.queue.is_some() {
+        "sessions through the waiting room planned"
+    } else {
+        "purchases planned"
+    };
     out += &format!(
-        "campaign {} (sale opened {}), {:.0} s, {} purchases planned\n",
+        "campaign {} (sale opened {}), {:.0} s, {} {planned}\n",
         r.campaign, r.sale_opens, r.scenario.duration_s, r.planned
     );
     out += &format!(
@@ -191,6 +436,9 @@ pub fn summary(r: &Report) -> String {
             "opening: {} sold before it; first sale after it, ms: {:?}\n",
             r.sold_before_opening, r.first_sale_after_opening_ms
         );
+    }
+    if let Some(q) = &r.queue {
+        out += &q.text();
     }
     out += &format!("ledger: {}\n", r.ledger);
     if let Some(rec) = &r.reconciliation {

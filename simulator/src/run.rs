@@ -4,23 +4,21 @@
 use anyhow::{bail, Context as _};
 use clap::Args;
 use seckill_core::connection::Connection;
-use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use seckill_core::campaign::{format_instant_ms, Action, CampaignSpec};
-use seckill_core::ledger::Ledger;
+use seckill_core::campaign::{format_instant_ms, Action, CampaignSpec, QueueSpec};
 use seckill_core::{api, control, ledger};
 use seckill_orders::reconcile;
 
 use crate::engine::{self, Tally};
-use crate::plan::{self, Persona};
+use crate::plan;
 pub use crate::report::{summary, Report};
-use crate::report::{Latency, Second};
-use crate::scenario::{Overrides, Scenario};
+use crate::report::{DrawCheck, QueueReport};
+use crate::scenario::{Overrides, Queue, Scenario};
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
@@ -78,9 +76,9 @@ fn tokens(target: &str, names: &[String], threads: usize) -> anyhow::Result<Vec<
     Ok(out)
 }
 
-/// Creates and arms a fresh copy of the campaign file; the run starts it on time.
-/// Creates and arms a fresh copy of the campaign in `file`. A scheduled one gets its
-/// `starts_at` (returned) far enough ahead for the run to set up, and is started at once.
+/// Creates and arms a fresh copy of the campaign in `file` (with the scenario's waiting
+/// room, if it gives one). A scheduled one gets its `starts_at` (returned) far enough
+/// ahead for the run to set up, and is started at once.
 fn prepare_sale(s: &Scenario, file: &std::path::Path) -> anyhow::Result<(String, Option<i64>)> {
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("campaign.create: reading {}", file.display()))?;
@@ -99,6 +97,20 @@ fn prepare_sale(s: &Scenario, file: &std::path::Path) -> anyhow::Result<(String,
         .then(|| seckill_core::now_ms() + set_up_ms + (s.campaign.starts_in_s * 1000.0) as i64);
     spec.starts_at = starts_at.map(format_instant_ms);
     spec.ends_at = None;
+    if let Some(q) = &s.queue {
+        let room = match (spec.queue, q.admit_per_s) {
+            (Some(room), _) => Some(QueueSpec {
+                admit_per_s: q.admit_per_s.unwrap_or(room.admit_per_s),
+                pass_ttl_s: q.pass_ttl_s.unwrap_or(room.pass_ttl_s),
+            }),
+            (None, Some(admit_per_s)) => Some(QueueSpec {
+                admit_per_s,
+                pass_ttl_s: q.pass_ttl_s.unwrap_or(60),
+            }),
+            (None, None) => None,
+        };
+        spec.queue = room;
+    }
     let mut con = s.connect()?;
     let id = spec.id.clone();
     control::create(&mut con, spec)?;
@@ -182,6 +194,18 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
     let opens =
         scheduled.is_none() && (created || existing.state == seckill_core::campaign::State::Armed);
     let spec = existing.spec;
+    // A campaign with a waiting room is sold through it, as the scenario's [queue] says
+    // (or by its defaults).
+    let room: Option<Queue> = match (&spec.queue, &s.queue) {
+        (Some(_), q) => Some(q.clone().unwrap_or_default()),
+        (None, Some(_)) => bail!(
+            "queue: campaign {campaign} has no waiting room (give queue.admit_per_s for the created copy to have one)"
+        ),
+        (None, None) => None,
+    };
+    if let Some(q) = &room {
+        q.validate(s)?;
+    }
     let agent = ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(5))
         .build();
@@ -236,7 +260,10 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
             Ok(())
         })
     });
-    let plan = plan::build(s, seed);
+    let plan = match &room {
+        Some(q) => plan::build_queued(s, q, seed),
+        None => plan::build(s, seed),
+    };
     let planned = plan.len() as u64;
     let ctx = Arc::new(engine::Context {
         progress: engine::Progress::default(),
@@ -246,6 +273,7 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
         tokens,
         tickets,
         start,
+        opening: Duration::from_secs_f64(s.campaign.starts_in_s),
         opens_ms: (opens || scheduled.is_some()).then_some(opens_ms),
         deadline: start + Duration::from_secs_f64(s.duration_s) + engine::GRACE,
     });
@@ -270,12 +298,16 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
     let mut con = s.connect()?;
     let c = control::get(&mut con, &campaign)?;
     let ledger = ledger::check(&mut con, &c)?;
+    let queue = match &room {
+        Some(q) => Some(queue_report(s, q, &mut con, &campaign, &tally)?),
+        None => None,
+    };
     let reconciliation = if s.stores.is_empty() {
         None
     } else {
         Some(reconcile_settled(&mut con, &campaign, &s.stores)?)
     };
-    Ok(build_report(
+    Ok(crate::report::build(
         s,
         campaign,
         opens_ms,
@@ -284,7 +316,37 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
         (tally, before),
         ledger,
         reconciliation,
+        queue,
     ))
+}
+
+/// The room as Redis has it, its draw checked against the seed, and the fairness table
+/// from the accounts that held a unit.
+fn queue_report(
+    s: &Scenario,
+    q: &Queue,
+    con: &mut Connection,
+    campaign: &str,
+    t: &Tally,
+) -> anyhow::Result<QueueReport> {
+    let room = control::queue_progress(con, campaign)?;
+    let draw = match room.drawn_ms {
+        Some(_) => Some(DrawCheck::of(&control::audit_draw(con, campaign)?)),
+        None => None,
+    };
+    let winners = t.held.iter().map(|(p, user, _)| (*p, *user)).collect();
+    let fairness = crate::fairness::table_of(
+        &t.joined,
+        &winners,
+        Duration::from_secs_f64(s.campaign.starts_in_s),
+        Duration::from_secs_f64(q.window(s)),
+        &q.poll_ms,
+    );
+    Ok(QueueReport {
+        room,
+        draw,
+        fairness,
+    })
 }
 
 /// Reconciles once the workers have caught up (every event read, acknowledged and
@@ -332,153 +394,4 @@ fn show_progress(ctx: &engine::Context, done: &std::sync::atomic::AtomicBool, du
         last = answered;
     }
     eprintln!();
-}
-
-#[allow(clippy::too_many_arguments)]
-fn build_report(
-    s: &Scenario,
-    campaign: String,
-    opens_ms: i64,
-    planned: u64,
-    elapsed: f64,
-    (t, before): (Tally, Tally),
-    ledger: Ledger,
-    reconciliation: Option<reconcile::Report>,
-) -> Report {
-    let mut outcomes: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-    for ((p, o), n) in &t.outcomes {
-        *outcomes
-            .entry(p.name().into())
-            .or_default()
-            .entry(o.clone())
-            .or_default() += n;
-    }
-    let mut units_won: BTreeMap<String, u64> = BTreeMap::new();
-    let mut orders = std::collections::HashSet::new();
-    for (p, _, order) in &t.held {
-        if orders.insert(order.clone()) {
-            *units_won.entry(p.name().into()).or_default() += 1;
-        }
-    }
-    let bots: u64 = Persona::ALL
-        .iter()
-        .filter(|p| p.is_bot())
-        .map(|p| units_won.get(p.name()).copied().unwrap_or(0))
-        .sum();
-    let people = units_won.get(Persona::Shopper.name()).copied().unwrap_or(0);
-    let answered: u64 = t
-        .outcomes
-        .iter()
-        .filter(|((_, o), _)| !o.starts_with("error"))
-        .map(|(_, n)| n)
-        .sum();
-    let requests = t.requests();
-    let mut all = before;
-    all.merge(t);
-    let t = all;
-    let purchase_latency = t
-        .routes
-        .get("purchase")
-        .map(Latency::of)
-        .unwrap_or_else(|| Latency::of(&engine::histogram()));
-    let route_latency = engine::ROUTES
-        .iter()
-        .filter_map(|r| t.routes.get(r).map(|h| (r.to_string(), Latency::of(h))))
-        .collect();
-    let mut failures = Vec::new();
-    match &reconciliation {
-        Some(rec) if !rec.holds() => {
-            failures.push(format!("reconciliation: {}", rec.violations.join("; ")))
-        }
-        None if !ledger.holds() => {
-            failures.push(format!("ledger: {}", ledger.violations.join("; ")))
-        }
-        _ => {}
-    }
-    if t.retry_mismatches > 0 {
-        failures.push(format!(
-            "{} retries did not get their first answer",
-            t.retry_mismatches
-        ));
-    }
-    if let Some(max) = s.thresholds.p99_ms {
-        if purchase_latency.p99_ms > max {
-            failures.push(format!(
-                "p99 purchase latency {:.1} ms above {max} ms",
-                purchase_latency.p99_ms
-            ));
-        }
-    }
-    if let Some(max) = s.thresholds.max_bot_units {
-        if bots > max {
-            failures.push(format!("bots won {bots} units, more than {max}"));
-        }
-    }
-    let conditions = s
-        .thresholds
-        .fail_on
-        .as_deref()
-        .map(crate::verdict::parse)
-        .transpose()
-        .unwrap_or_default()
-        .unwrap_or_default();
-    let over_time = t
-        .per_second
-        .iter()
-        .enumerate()
-        .map(|(second, h)| Second {
-            second,
-            answered: h.len(),
-            p50_ms: h.value_at_quantile(0.5) as f64 / 1000.0,
-            p99_ms: h.value_at_quantile(0.99) as f64 / 1000.0,
-        })
-        .collect();
-    // The sale's steady state: purchases planned from the end of the ramp on.
-    let steady_from = (s.campaign.starts_in_s + s.arrivals.ramp_s).ceil() as usize;
-    let mut steady = engine::histogram();
-    for h in t.per_second.iter().skip(steady_from) {
-        let _ = steady.add(h);
-    }
-    let mut r = Report {
-        steady_purchase_latency: Latency::of(&steady),
-        over_time,
-        scenario: s.clone(),
-        campaign,
-        sale_opens: format_instant_ms(opens_ms),
-        offered_per_s: planned as f64 / s.duration_s,
-        achieved_per_s: answered as f64 / elapsed,
-        planned,
-        requests,
-        requests_by_route: t.sent.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-        unanswered: t.failed,
-        unsent: t.unsent,
-        outcomes,
-        route_latency,
-        purchase_latency_by_outcome: t
-            .purchase_by_outcome
-            .iter()
-            .map(|(o, h)| (o.clone(), Latency::of(h)))
-            .collect(),
-        send_lag: Latency::of(&t.send_lag_us),
-        purchase_latency,
-        units_won,
-        units_to_people: people,
-        units_to_bots: bots,
-        paid: t.paid,
-        delivered: t.delivered,
-        downloaded: t.downloaded,
-        retry_mismatches: t.retry_mismatches,
-        sold_before_opening: t.sold_before_opening,
-        first_sale_after_opening_ms: t
-            .first_sale_ms
-            .iter()
-            .filter_map(|(i, at)| Some((s.targets().get(*i)?.to_string(), at - opens_ms)))
-            .collect(),
-        ledger,
-        reconciliation,
-        failures,
-    };
-    let broken = r.broken(&conditions);
-    r.failures.extend(broken);
-    r
 }

@@ -38,6 +38,9 @@ pub struct Scenario {
     pub arrivals: Arrivals,
     pub population: Population,
     pub personas: Personas,
+    /// How the crowd goes through the campaign's waiting room, when it has one.
+    #[serde(default)]
+    pub queue: Option<Queue>,
     #[serde(default)]
     pub thresholds: Thresholds,
 }
@@ -124,6 +127,89 @@ pub struct Personas {
     pub sybil: f64,
 }
 
+/// A sale through a waiting room: each shopper joins once, looks at the line every
+/// `poll_ms` (sending back the receipt of the last answer), buys with the pass once let
+/// through, and pays as usual. Bots join as the window opens and look every `bot_poll_ms`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Queue {
+    /// The room a created campaign gets (over its file's): shoppers let through per
+    /// second, and how long a pass lasts.
+    pub admit_per_s: Option<u32>,
+    pub pass_ttl_s: Option<u64>,
+    /// Shoppers join the pre-queue over this many seconds before the opening, spread
+    /// evenly at random (default: from the run's start, `campaign.starts_in_s`).
+    pub window_s: Option<f64>,
+    /// Shoppers who join after the opening instead, spread over `late_s`.
+    pub late_fraction: f64,
+    pub late_s: f64,
+    /// Shoppers' look intervals: each shopper gets one of them at random (the polling
+    /// classes of the fairness table).
+    pub poll_ms: Vec<u64>,
+    /// Bots' look interval.
+    pub bot_poll_ms: u64,
+}
+
+impl Default for Queue {
+    fn default() -> Self {
+        Queue {
+            admit_per_s: None,
+            pass_ttl_s: None,
+            window_s: None,
+            late_fraction: 0.0,
+            late_s: 1.0,
+            poll_ms: vec![250, 1000, 4000],
+            bot_poll_ms: 100,
+        }
+    }
+}
+
+impl Queue {
+    /// The pre-queue's window, in seconds before the opening.
+    pub fn window(&self, s: &Scenario) -> f64 {
+        self.window_s.unwrap_or(s.campaign.starts_in_s)
+    }
+
+    /// Checks the fields against the scenario, naming the one that is wrong.
+    pub fn validate(&self, s: &Scenario) -> anyhow::Result<()> {
+        use seckill_core::campaign::{valid_admit_rate, PASS_TTL_S};
+        if let Some(rate) = self.admit_per_s {
+            valid_admit_rate(rate).map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        if let Some(ttl) = self.pass_ttl_s {
+            if !PASS_TTL_S.contains(&ttl) {
+                bail!(
+                    "queue.pass_ttl_s: must be between {} and {}",
+                    PASS_TTL_S.start(),
+                    PASS_TTL_S.end()
+                );
+            }
+        }
+        if let Some(w) = self.window_s {
+            if !(w > 0.0 && w <= s.campaign.starts_in_s) {
+                bail!("queue.window_s: must be above 0 and at most campaign.starts_in_s (the pre-queue is before the opening, within the run)");
+            }
+        }
+        if !(0.0..=1.0).contains(&self.late_fraction) {
+            bail!("queue.late_fraction: must be between 0 and 1");
+        }
+        if !(self.late_s > 0.0 && s.campaign.starts_in_s + self.late_s <= s.duration_s) {
+            bail!("queue.late_s: must be above 0, and the late joins must end within duration_s");
+        }
+        let poll = 10..=60_000;
+        if self.poll_ms.is_empty() || self.poll_ms.iter().any(|p| !poll.contains(p)) {
+            bail!("queue.poll_ms: one or more intervals, each between 10 and 60000 ms");
+        }
+        if !poll.contains(&self.bot_poll_ms) {
+            bail!("queue.bot_poll_ms: must be between 10 and 60000 ms");
+        }
+        if s.personas.shopper <= 0.0 {
+            bail!("personas.shopper: must be above 0 in a queued sale (the bots' shares are of a crowd of population.users shoppers)");
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Thresholds {
@@ -195,6 +281,27 @@ pub struct Overrides {
     pub skipper: Option<f64>,
     #[arg(long)]
     pub sybil: Option<f64>,
+    /// The waiting room a created campaign gets: shoppers let through per second.
+    #[arg(long)]
+    pub admit_per_s: Option<u32>,
+    /// The waiting room a created campaign gets: how long a pass lasts.
+    #[arg(long)]
+    pub pass_ttl_s: Option<u64>,
+    /// Shoppers join the pre-queue over this many seconds before the opening.
+    #[arg(long)]
+    pub window_s: Option<f64>,
+    /// Shoppers who join the waiting room after the opening.
+    #[arg(long)]
+    pub late_fraction: Option<f64>,
+    /// Late joins spread over this many seconds after the opening.
+    #[arg(long)]
+    pub late_s: Option<f64>,
+    /// Shoppers' look intervals in the waiting room, ms, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub poll_ms: Option<Vec<u64>>,
+    /// Bots' look interval in the waiting room, ms.
+    #[arg(long)]
+    pub bot_poll_ms: Option<u64>,
     #[arg(long)]
     pub p99_ms: Option<f64>,
     #[arg(long)]
@@ -292,6 +399,31 @@ impl Scenario {
         if o.fail_on.is_some() {
             self.thresholds.fail_on = o.fail_on.clone();
         }
+        let queued = o.admit_per_s.is_some()
+            || o.pass_ttl_s.is_some()
+            || o.window_s.is_some()
+            || o.late_fraction.is_some()
+            || o.late_s.is_some()
+            || o.poll_ms.is_some()
+            || o.bot_poll_ms.is_some();
+        if queued {
+            let q = self.queue.get_or_insert_with(Queue::default);
+            if o.admit_per_s.is_some() {
+                q.admit_per_s = o.admit_per_s;
+            }
+            if o.pass_ttl_s.is_some() {
+                q.pass_ttl_s = o.pass_ttl_s;
+            }
+            if o.window_s.is_some() {
+                q.window_s = o.window_s;
+            }
+            set! {
+                q.late_fraction => o.late_fraction,
+                q.late_s => o.late_s,
+                q.poll_ms => o.poll_ms,
+                q.bot_poll_ms => o.bot_poll_ms,
+            }
+        }
     }
 
     /// The target URLs, without trailing slashes.
@@ -356,6 +488,9 @@ impl Scenario {
         }
         if let Some(f) = &self.thresholds.fail_on {
             crate::verdict::parse(f)?;
+        }
+        if let Some(q) = &self.queue {
+            q.validate(self)?;
         }
         let p = &self.personas;
         if p.shopper + p.hammer + p.ip_rotator + p.forger + p.replayer + p.skipper + p.sybil <= 0.0

@@ -38,6 +38,9 @@ pub const METRICS: &[&str] = &[
     "retry_mismatches",
     "sold_before_opening",
     "achieved_ratio",
+    "join_p",
+    "poll_p",
+    "bot_p",
 ];
 
 /// Parses `metric op value[unit]` conditions separated by commas. Latencies take `ms`

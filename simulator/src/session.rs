@@ -1,0 +1,260 @@
+//! A shopper's session in a sale without a waiting room: the purchase (resent with the
+//! same Idempotency-Key by a shopper who retries), then for a buyer who pays, the
+//! payment, the order looked at until delivered, and the download. A queued sale's
+//! sessions ([`crate::room`]) buy and pay the same way.
+
+use hdrhistogram::Histogram;
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::net::Ipv4Addr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use crate::engine::{histogram, Context, Tally};
+use crate::http::{Client, Failure, Req};
+use crate::plan::{Arrival, Persona};
+use seckill_core::api::Glance;
+
+/// Status and error code of an answer, or why there was none.
+fn outcome(r: &Result<(u16, Option<String>), Failure>) -> String {
+    match r {
+        Ok((200, _)) => "200".into(),
+        Ok((code, e)) => format!("{code} {}", e.as_deref().unwrap_or("?")),
+        Err(f) => format!("error {}", f.name()),
+    }
+}
+
+/// A purchase's answer: its status and error code, and the order it holds.
+pub(crate) type Bought = Result<(u16, Option<String>), Failure>;
+
+/// One arrival's session: its purchase, then what its persona does next; in a queued
+/// sale, the waiting room first.
+pub(crate) async fn session(
+    client: &Client,
+    ctx: &Context,
+    a: &Arrival,
+    planned: Instant,
+    n: usize,
+    tally: &RefCell<Tally>,
+) {
+    if let Some(looks) = a.looks {
+        return crate::room::session(client, ctx, a, looks, planned, n, tally).await;
+    }
+    let forged;
+    let (token, ticket) = match a.persona {
+        Persona::Forger => {
+            // A real token's user and expiry with a made-up signature; on ticket
+            // campaigns every other try brings a real token and a made-up ticket.
+            let real = &ctx.tokens[a.user];
+            if ctx.tickets.iter().any(Option::is_some) && n % 2 == 1 {
+                (real.as_str(), Some("Zm9yZ2Vk.9999999999999.AAAA"))
+            } else {
+                forged = forge(real);
+                (forged.as_str(), None)
+            }
+        }
+        Persona::Skipper => (ctx.tokens[a.user].as_str(), None),
+        _ => (ctx.tokens[a.user].as_str(), ctx.tickets[a.user].as_deref()),
+    };
+    let key = format!("k{n}-{}", a.user);
+    let (_, order) = buy(client, ctx, a, (token, ticket, &key), planned, tally).await;
+    if let (Some(o), true) = (order, a.pays) {
+        pay_and_collect(client, a.ip, token, &o, tally).await;
+    }
+}
+
+/// A real token's user and expiry with a made-up signature.
+pub(crate) fn forge(real: &str) -> String {
+    let cut = real.rfind('.').unwrap_or(real.len());
+    format!("{}.{}", &real[..cut], "A".repeat(43))
+}
+
+/// One purchase with `token`, `ticket` (a proof-of-work ticket or a waiting room's pass)
+/// and Idempotency-Key `key`, its latency from `planned`, and for a shopper who retries
+/// the same request again: counted, with its answer and the order it holds.
+pub(crate) async fn buy(
+    client: &Client,
+    ctx: &Context,
+    a: &Arrival,
+    (token, ticket, key): (&str, Option<&str>, &str),
+    planned: Instant,
+    tally: &RefCell<Tally>,
+) -> (Bought, Option<String>) {
+    let path = format!("/api/campaigns/{}/purchase", ctx.campaign);
+    let body = match ticket {
+        Some(t) => format!(r#"{{"quantity":1,"ticket":"{t}"}}"#),
+        None => r#"{"quantity":1}"#.to_string(),
+    };
+    let req = Req {
+        method: "POST",
+        path: &path,
+        token: Some(token),
+        idempotency_key: Some(key),
+        receipt: None,
+        body: body.as_bytes(),
+    };
+    let read = |status: u16, body: &[u8]| {
+        let r = Glance::of(body);
+        let said = if status == 200 { r.order_id } else { r.error };
+        (status, said.map(Cow::into_owned))
+    };
+    let r: Bought = client.send(a.ip, &req, read).await;
+    let order = match &r {
+        Ok((200, o)) => o.clone(),
+        _ => None,
+    };
+    {
+        let mut t = tally.borrow_mut();
+        t.timed("purchase", planned, r.is_ok());
+        let took = (planned.elapsed().as_micros() as u64).max(1);
+        t.last_answer = t.last_answer.max(ctx.start.elapsed());
+        let second = planned.saturating_duration_since(ctx.start).as_secs() as usize;
+        while t.per_second.len() <= second {
+            // Two significant digits are plenty for a per-second line on a plot.
+            let h = Histogram::new_with_bounds(1, 600_000_000, 2)
+                .unwrap_or_else(|_| unreachable!("valid bounds"));
+            t.per_second.push(h);
+        }
+        t.per_second[second].record(took).ok();
+        if let Ok(mut w) = ctx.progress.window.lock() {
+            w.record(took).ok();
+        }
+        let counter = match &r {
+            Ok((200, _)) => &ctx.progress.held,
+            Ok(_) => &ctx.progress.refused,
+            Err(_) => &ctx.progress.errors,
+        };
+        counter.fetch_add(1, Relaxed);
+        ctx.progress.answered.fetch_add(1, Relaxed);
+        let said = outcome(&r);
+        t.purchase_by_outcome
+            .entry(said.clone())
+            .or_insert_with(histogram)
+            .record(took)
+            .ok();
+        *t.outcomes.entry((a.persona, said)).or_default() += 1;
+        if let Some(o) = &order {
+            t.held.push((a.persona, a.user, o.clone()));
+            if let Some(opens_ms) = ctx.opens_ms {
+                let now = seckill_core::now_ms();
+                if now < opens_ms {
+                    t.sold_before_opening += 1;
+                }
+                let target = client.target_index(a.ip);
+                let first = t.first_sale_ms.entry(target).or_insert(now);
+                *first = (*first).min(now);
+            }
+        }
+    }
+    if !a.retries {
+        return (r, order);
+    }
+    // The answer was "lost": the same request again must give the same answer.
+    let sent = Instant::now();
+    let again: Bought = client.send(a.ip, &req, read).await;
+    let again_order = match &again {
+        Ok((200, o)) => o.clone(),
+        _ => None,
+    };
+    let mut t = tally.borrow_mut();
+    t.timed("retry", sent, again.is_ok());
+    let order = match (&order, &again_order) {
+        (Some(_), _) if again_order != order => {
+            t.retry_mismatches += 1;
+            order
+        }
+        // The first try was refused (busy, say) and the retry got the unit.
+        (None, Some(o)) => {
+            t.held.push((a.persona, a.user, o.clone()));
+            again_order
+        }
+        _ => order,
+    };
+    (r, order)
+}
+
+/// Pays for an order, then looks at it until it is delivered and downloads the content,
+/// as a buyer's page would.
+pub(crate) async fn pay_and_collect(
+    client: &Client,
+    ip: Ipv4Addr,
+    token: &str,
+    order: &str,
+    tally: &RefCell<Tally>,
+) {
+    let sent = Instant::now();
+    let pay_path = format!("/api/orders/{order}/pay");
+    let req = Req {
+        method: "POST",
+        path: &pay_path,
+        token: Some(token),
+        idempotency_key: None,
+        receipt: None,
+        body: b"",
+    };
+    let r = client.send(ip, &req, |status, _| status).await;
+    {
+        let mut t = tally.borrow_mut();
+        t.timed("pay", sent, r.is_ok());
+        if r != Ok(200) {
+            return;
+        }
+        t.paid += 1;
+    }
+    let paid = Instant::now();
+    let view_path = format!("/api/orders/{order}");
+    let view = Req {
+        method: "GET",
+        path: &view_path,
+        token: Some(token),
+        idempotency_key: None,
+        receipt: None,
+        body: b"",
+    };
+    // A buyer's page looks soon, then less and less often.
+    let mut wait = Duration::from_millis(10);
+    let link = loop {
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_millis(500));
+        let sent = Instant::now();
+        let r = client
+            .send(ip, &view, |status, body| {
+                let r = Glance::of(body);
+                (
+                    status,
+                    r.status.as_deref() == Some("delivered"),
+                    r.download_url.map(Cow::into_owned),
+                )
+            })
+            .await;
+        tally.borrow_mut().timed("order", sent, r.is_ok());
+        match r {
+            Ok((200, true, link)) => break link,
+            Ok((200, false, _)) => continue,
+            _ => return,
+        }
+    };
+    {
+        let mut t = tally.borrow_mut();
+        t.delivered += 1;
+        t.latency("delivered", paid);
+    }
+    let Some(link) = link else { return };
+    let sent = Instant::now();
+    let get = Req {
+        method: "GET",
+        path: &link,
+        token: None,
+        idempotency_key: None,
+        receipt: None,
+        body: b"",
+    };
+    let r = client
+        .send(ip, &get, |status, body| status == 200 && !body.is_empty())
+        .await;
+    let mut t = tally.borrow_mut();
+    t.timed("download", sent, r.is_ok());
+    if r == Ok(true) {
+        t.downloaded += 1;
+    }
+}

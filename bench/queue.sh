@@ -174,7 +174,8 @@ dport=$(port)
 $bin/seckill-dataplane serve --config "$work/empty.toml" --listen "127.0.0.1:$dport" \
     --admin-listen "" --no-worker --redis "$node_redis" --redis-password-file "$node_password_file" \
     --shards 1 --demo-issuer --secret-file "$work/secret" 2>"$work/dataplane.log" &
-pids+=($!)
+node=$!
+pids+=($node)
 wait_http "http://127.0.0.1:$dport"
 no_limits
 # Each room's admission gives its one pass within a round or two.
@@ -224,64 +225,85 @@ calls() {
     /^cmdstat_evalsha:/ {s = $3} /^cmdstat_/ && !/^cmdstat_(info|auth):/ {n += $3}
     END {print s + 0, n + 0}'
 }
-# wrk_run ROOM PATH WITH_RECEIPT: prints "requests/s requests scripts commands non_2xx",
-# the scripts and commands Redis ran during the run.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# wrk_run ROOM PATH WITH_RECEIPT: prints "requests/s requests scripts commands node_ticks
+# redis_ticks non_2xx": what Redis ran and the CPU time the node and Redis took during the run.
 wrk_run() {
-  local s0 n0 s1 n1 out
+  local s0 n0 s1 n1 d0 d1 r0 r1 out
   read -r s0 n0 <<<"$(calls)"
+  d0=$(ticks "$node") r0=$(ticks "$redis_pid")
   out=$(LOOKS="$work/$1.tsv" LOOK_PATH="$2" WITH_RECEIPT="$3" \
       wrk -t1 -c64 -d"${secs}s" -s "$work/look.lua" "http://127.0.0.1:$dport" 2>&1)
+  d1=$(ticks "$node") r1=$(ticks "$redis_pid")
   read -r s1 n1 <<<"$(calls)"
-  echo "$out" | awk -v s=$((s1 - s0)) -v n=$((n1 - n0)) '
-    /requests in/ {q = $1} /Requests\/sec/ {r = $2} /Non-2xx/ {bad = $5}
-    END {printf "%.0f %d %d %d %d\n", r, q, s, n, bad + 0}'
+  echo "$out" | awk -v s=$((s1 - s0)) -v n=$((n1 - n0)) -v d=$((d1 - d0)) -v r=$((r1 - r0)) '
+    /requests in/ {q = $1} /Requests\/sec/ {x = $2} /Non-2xx/ {bad = $5}
+    END {printf "%.0f %d %d %d %d %d %d\n", x, q, s, n, d, r, bad + 0}'
 }
 shown() { python3 -c 'import json, sys; v = json.load(sys.stdin); v.pop("receipt", None); print(json.dumps(v))'; }
 u=$(head -1 "$work/q1m.tsv" | cut -f1) rc=$(head -1 "$work/q1m.tsv" | cut -f2)
 q="http://127.0.0.1:$dport/api/campaigns/q1m/queue"
 with=$(curl -s "$q" -H "Authorization: Bearer $u" -H "Queue-Receipt: $rc" | shown)
 without=$(curl -s "$q" -H "Authorization: Bearer $u" | shown)
+# Each round: /api/time, then each pair compared side by side.
 kinds="time q10:receipt q1m:receipt q10:none q1m:none"
-declare -A rps ratio scripts cmds per bad
+declare -A rps ratio node_us redis_us cmds per bad
+us() { echo "$1 * 1000000 / $hz / $2" | bc -l; }
 for r in $(seq "$rounds"); do
-  declare -A this=()
+  declare -A this=() nus=() rus=()
   for k in $kinds; do
     case $k in
       time) args=(q1m /api/time 1) ;;
       *:none) args=("${k%%:*}" "/api/campaigns/${k%%:*}/queue" 0) ;;
       *:receipt) args=("${k%%:*}" "/api/campaigns/${k%%:*}/queue" 1) ;;
     esac
-    read -r a n s c b <<<"$(wrk_run "${args[@]}")"
-    this[$k]=$a
-    rps[$k]+="$a " scripts[$k]+="$s " cmds[$k]+="$c " bad[$k]=$((${bad[$k]:-0} + b))
+    read -r a n s c d rt b <<<"$(wrk_run "${args[@]}")"
+    this[$k]=$a nus[$k]=$(us "$d" "$n") rus[$k]=$(us "$rt" "$n")
+    rps[$k]+="$a " cmds[$k]+="$c " bad[$k]=$((${bad[$k]:-0} + b))
+    node_us[$k]+="${nus[$k]} " redis_us[$k]+="${rus[$k]} "
     per[$k]+="$(echo "$s / $n" | bc -l) "
     ratio[$k]+="$(echo "$a / ${this[time]}" | bc -l) "
   done
-  ratio[none]+="$(echo "${this[q1m:none]} / ${this[q10:none]}" | bc -l) "
-  ratio[receipt]+="$(echo "${this[q1m:receipt]} / ${this[q10:receipt]}" | bc -l) "
+  for w in receipt none; do
+    ratio[$w]+="$(echo "${this[q1m:$w]} / ${this[q10:$w]}" | bc -l) "
+    node_us[$w]+="$(echo "${nus[q1m:$w]} / ${nus[q10:$w]}" | bc -l) "
+    redis_us[$w]+="$(echo "${rus[q1m:$w]} / ${rus[q10:$w]}" | bc -l) "
+  done
 done
 echo
 printf 'GET /api/campaigns/{id}/queue on 1 shard, wrk -t1 -c64 -d%ss, %s rounds, medians; each request\n' "$secs" "$rounds"
 printf 'a waiting shopper in turn (10 waiting: the %s not let through; %s waiting: %s at random),\n' \
     "$(wc -l < "$work/q10.tsv")" "$crowd" "$(wc -l < "$work/q1m.tsv")"
 printf 'with the same token and receipt headers on /api/time\n'
-printf '  %-28s %11s %11s %14s %14s %16s\n' "" "requests/s" "× time" "Redis scripts" "Redis cmds" "scripts/request"
-for k in $kinds; do
+printf '  %-28s %10s %7s %9s %9s %11s %12s\n' "" "requests/s" "× time" "node µs" "Redis µs" "Redis cmds" "scripts/req"
+for k in $kinds receipt none; do
   case $k in
     time) label="GET /api/time" ;;
-    q10:none) label="10 waiting, no receipt" ;;
     q10:receipt) label="10 waiting, receipt" ;;
-    q1m:none) label="$crowd waiting, no receipt" ;;
     q1m:receipt) label="$crowd waiting, receipt" ;;
+    q10:none) label="10 waiting, no receipt" ;;
+    q1m:none) label="$crowd waiting, no receipt" ;;
+    receipt) label="$crowd / 10, receipt" ;;
+    none) label="$crowd / 10, no receipt" ;;
   esac
-  printf '  %-28s %11s %11.2f %14s %14s %16.4f   runs: %s\n' "$label" "$(echo "${rps[$k]}" | median)" \
-      "$(echo "${ratio[$k]}" | median)" "$(echo "${scripts[$k]}" | median)" "$(echo "${cmds[$k]}" | median)" \
-      "$(echo "${per[$k]}" | median)" "${rps[$k]}"
-  [ "${bad[$k]}" = 0 ] || printf '  %-28s %s answers not 2xx\n' "" "${bad[$k]}"
+  case $k in
+    receipt)
+      # Redis's time during a receipt run is its background's, not the looks'.
+      printf '  %-28s %10.2f %7s %9.2f\n' "$label" "$(echo "${ratio[$k]}" | median)" "" \
+          "$(echo "${node_us[$k]}" | median)" ;;
+    none)
+      printf '  %-28s %10.2f %7s %9.2f %9.2f\n' "$label" "$(echo "${ratio[$k]}" | median)" "" \
+          "$(echo "${node_us[$k]}" | median)" "$(echo "${redis_us[$k]}" | median)" ;;
+    *)
+      printf '  %-28s %10s %7.2f %9.2f %9.2f %11s %12.4f   runs: %s\n' "$label" "$(echo "${rps[$k]}" | median)" \
+          "$(echo "${ratio[$k]}" | median)" "$(echo "${node_us[$k]}" | median)" "$(echo "${redis_us[$k]}" | median)" \
+          "$(echo "${cmds[$k]}" | median)" "$(echo "${per[$k]}" | median)" "${rps[$k]}"
+      [ "${bad[$k]}" = 0 ] || printf '  %-28s %s answers not 2xx\n' "" "${bad[$k]}" ;;
+  esac
 done
-printf '  %-28s %11.2f\n' "$crowd / 10, no receipt" "$(echo "${ratio[none]}" | median)"
-printf '  %-28s %11.2f\n' "$crowd / 10, receipt" "$(echo "${ratio[receipt]}" | median)"
-printf '  (ratios: the median of each round'"'"'s own; Redis scripts and commands: all Redis ran in the\n'
-printf '   %s s of a run, the node'"'"'s admission rounds and control sync included; a look runs 1 script of 5 commands)\n' "$secs"
+printf '  (node µs, Redis µs: each process'"'"'s CPU time per request over the run; Redis cmds: every\n'
+printf '   command Redis ran in the %s s of a run, a script'"'"'s own calls and the node'"'"'s admission rounds\n' "$secs"
+printf '   and control sync included: a look without receipt is 1 script of 5 commands; ratios: the\n'
+printf '   median of each round'"'"'s own)\n'
 printf '  a look with its receipt:  %s\n' "$with"
 printf '  the same look without:    %s\n' "$without"

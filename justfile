@@ -110,8 +110,12 @@ demo: redis secret content
     else
         sim || true
     fi
-    # The burst below comes from one address: lift the per-IP limit for it.
+    # What follows comes from one address: lift the launch's per-IP limit.
     $bin/seckill-dataplane limits $ops reset >/dev/null
+    echo "== a launch through a waiting room (config/scenarios/queue.toml): who won, by when they joined and how often they looked"
+    $bin/seckill-sim run --scenario config/scenarios/queue.toml --target http://127.0.0.1:8080 $ops \
+        --json data/queue-report.json > data/queue-report.txt 2>&1 || true
+    sed -n '/^waiting room:/,/^verdict:/p' data/queue-report.txt
     id="demo-$stamp"
     echo "== campaign $id: 8000 purchases from 5000 shoppers over 128 connections; 70% of buyers pay at once"
     $bin/seckill-dataplane campaign $ops create --file config/campaigns/demo.toml --id "$id" >/dev/null

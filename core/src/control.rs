@@ -274,10 +274,16 @@ fn mirror_queue_rules(con: &mut Connection, c: &Campaign, state: State) -> Resul
         &[
             ("state", state.as_str().to_string()),
             ("starts_at_ms", c.starts_at_ms.unwrap_or(0).to_string()),
+            ("ends_at_ms", c.ends_at_ms.unwrap_or(0).to_string()),
             ("total", c.spec.total.to_string()),
             ("pass_ttl_ms", (q.pass_ttl_s * 1000).to_string()),
         ],
     )?;
+    // Every partition knows it sells to pass holders only: a node that does not know
+    // the room (an older release, a stale copy) cannot sell past it.
+    for p in 0..c.spec.partitions {
+        let _: () = con.hset(PartitionKeys::new(&c.spec.id, p).part(), "queued", 1)?;
+    }
     let _: bool = con.hset_nx(&meta, "admit_per_s", q.admit_per_s)?;
     Ok(())
 }
@@ -334,7 +340,7 @@ pub fn reservation(con: &mut Connection, c: &Campaign) -> Result<(i64, u64)> {
             .query(con)?;
         let logged: i64 = con.llen(keys.pass_log())?;
         taken += held.unwrap_or(0) + sold.unwrap_or(0);
-        unread += logged - cursor.unwrap_or(0);
+        unread += (logged - cursor.unwrap_or(0)).max(0);
     }
     Ok((
         c.spec.total as i64 - taken,

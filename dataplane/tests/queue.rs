@@ -87,6 +87,22 @@ fn pass_of(c: &Client, id: &str, token: &str, timeout: Duration) -> (u64, String
     }
 }
 
+/// A purchase with a pass and an `Idempotency-Key`.
+fn buy_keyed(c: &Client, id: &str, token: &str, pass: Option<&str>, key: &str) -> Answer {
+    let body = serde_json::json!({ "quantity": 1, "ticket": pass }).to_string();
+    let res = c
+        .agent
+        .post(&format!("{}/api/campaigns/{id}/purchase", c.base()))
+        .set("Authorization", &format!("Bearer {token}"))
+        .set("Idempotency-Key", key)
+        .send_string(&body);
+    match res {
+        Ok(r) => (r.status(), r.into_json().unwrap_or_default()),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or_default()),
+        Err(e) => panic!("transport error: {e}"),
+    }
+}
+
 /// Chi-square of counts against equal shares.
 fn chi_square(counts: &[u64]) -> f64 {
     let n: u64 = counts.iter().sum();
@@ -297,10 +313,18 @@ fn passes_never_outnumber_the_units_left_a_pass_holder_never_hears_sold_out_and_
 
     // Nineteen buy; one lets the pass run out. Nobody with a pass hears sold_out.
     let (idle, buyers) = admitted.split_last().expect("twenty");
+    let mut orders = HashMap::new();
     for i in buyers {
         let v = &standing[*i].1;
-        let (code, r) = buy_with(&c, id, &shoppers[*i].1, v["ticket"].as_str());
+        let (code, r) = buy_keyed(
+            &c,
+            id,
+            &shoppers[*i].1,
+            v["ticket"].as_str(),
+            &format!("k{i}"),
+        );
         assert_eq!(code, 200, "{r}");
+        orders.insert(*i, r["order_id"].clone());
         reserve_holds(&redis, id);
     }
     // A pass is used once.
@@ -340,6 +364,17 @@ fn passes_never_outnumber_the_units_left_a_pass_holder_never_hears_sold_out_and_
             .map(|(i, _)| i);
         newcomer.is_some()
     });
+    // A buyer whose answer was lost retries with the same key after the pass ran out:
+    // the first answer, not a refusal.
+    let first = buyers[1];
+    let (code, r) = buy_keyed(
+        &c,
+        id,
+        &shoppers[first].1,
+        standing[first].1["ticket"].as_str(),
+        &format!("k{first}"),
+    );
+    assert_eq!((code, &r["order_id"]), (200, &orders[&first]), "{r}");
     let n = newcomer.expect("admitted");
     let v = look(&c, id, &shoppers[n].1, None);
     let (code, r) = buy_with(&c, id, &shoppers[n].1, v["ticket"].as_str());
@@ -543,6 +578,27 @@ fn the_room_refuses_what_it_should() {
     // Buying before the opening, or without a pass: refused as usual.
     let (code, _) = buy_with(&c, "room", &token, None);
     assert_eq!(code, 425);
+    // Even a node that would not know the room cannot sell past it: the partitions
+    // themselves want a pass once the campaign is live.
+    start(&redis, "room");
+    wait_state(&node, "room", "live");
+    let k = seckill_dataplane::keys::PartitionKeys::new("room", 0);
+    let reply: Vec<String> = seckill_dataplane::scripts::PURCHASE
+        .key(k.part())
+        .key(k.buyers())
+        .key(k.holds())
+        .key(k.events())
+        .arg("mallory")
+        .arg(1)
+        .arg("room")
+        .arg(0)
+        .arg(k.order_prefix())
+        .arg(60)
+        .arg("")
+        .arg("")
+        .invoke(&mut redis.con())
+        .expect("the purchase script runs");
+    assert_eq!(reply, ["pass_required"]);
     control::act(&mut redis.con(), "room", Action::Stop).expect("stop");
     wait_state(&node, "room", "ended");
     assert_eq!(join(&c, "room", &token)["state"], "ended");

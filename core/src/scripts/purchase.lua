@@ -9,6 +9,7 @@
 --   {'limit_reached', have}
 --   {'not_started', starts_at_ms} | {'ended'} | {'paused'} | {'unknown'} | {'ticket_used'}
 --   {'ticket_expired'}                  the pass ran out by this partition's clock
+--   {'pass_required'}                   the campaign sells through a waiting room
 local part, buyers, holds, events, idem = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local user, qty = ARGV[1], tonumber(ARGV[2])
 local oprefix = ARGV[5]
@@ -20,7 +21,8 @@ if idem then
   end
 end
 
-local m = redis.call('HMGET', part, 'state', 'starts_at_ms', 'ends_at_ms', 'limit', 'hold_ttl_ms', 'stock')
+local m = redis.call('HMGET', part, 'state', 'starts_at_ms', 'ends_at_ms', 'limit', 'hold_ttl_ms', 'stock',
+  'queued')
 local state = m[1]
 if not state then return {'unknown'} end
 local t = redis.call('TIME')
@@ -35,6 +37,7 @@ if ends > 0 and now >= ends then return {'ended'} end
 local ticket, pass_log = ARGV[7], ARGV[9]
 if ticket ~= '' and redis.call('EXISTS', ticket) == 1 then return {'ticket_used'} end
 if pass_log and now >= tonumber(ARGV[10]) then return {'ticket_expired'} end
+if m[7] == '1' and not pass_log then return {'pass_required'} end
 
 local have = tonumber(redis.call('HGET', buyers, user) or '0')
 if have + qty > tonumber(m[4]) then return {'limit_reached', have} end

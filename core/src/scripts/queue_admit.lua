@@ -7,8 +7,11 @@
 -- pass still counted outstanding here, so the count errs only on the safe side.
 -- KEYS: meta, pre, post, joined, admitted, passes, lease
 -- ARGV: lease holder, lease ms, budget, units taken, partitions' earliest clock (ms),
---       grace ms, partition count P, the P cursors after the reads, holders of used passes...
--- Returns {'follower'} when another holds the lease, else
+--       grace ms, partition count P, the P cursors the reads started from, the P cursors
+--       after them, holders of used passes...
+-- Returns {'follower'} when another holds the lease, or when another round moved the
+-- cursors since this one read them (its reads are stale: a unit taken with a pass that
+-- round has counted would be counted neither taken nor reserved here), else
 --   {'leader', admitted now, passes outstanding, units left, sold out (0|1), waits ms...}
 local meta, pre, post, joined, admitted, passes, lease =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -17,7 +20,7 @@ if holder and holder ~= ARGV[1] then return {'follower'} end
 redis.call('SET', lease, ARGV[1], 'PX', ARGV[2])
 
 local m = redis.call('HMGET', meta, 'state', 'starts_at_ms', 'drawn_ms', 'pre', 'admitted',
-  'seq', 'total', 'pass_ttl_ms')
+  'seq', 'total', 'pass_ttl_ms', 'ends_at_ms')
 local state = m[1]
 if not state then return {'leader', 0, 0, 0, 0} end
 local t = redis.call('TIME')
@@ -31,16 +34,19 @@ if not drawn and (state == 'live' or state == 'paused') and (starts == 0 or now 
 end
 
 local parts = tonumber(ARGV[7])
+local cursors = {}
 for p = 0, parts - 1 do
-  local field = 'cur:' .. p
-  local before = tonumber(redis.call('HGET', meta, field) or '0')
-  local after = tonumber(ARGV[8 + p])
-  if after > before then
-    redis.call('HSET', meta, field, after)
-    redis.call('HINCRBY', meta, 'used', after - before)
+  cursors[p] = tonumber(redis.call('HGET', meta, 'cur:' .. p) or '0')
+  if cursors[p] ~= tonumber(ARGV[8 + p]) then return {'follower'} end
+end
+for p = 0, parts - 1 do
+  local after = tonumber(ARGV[8 + parts + p])
+  if after > cursors[p] then
+    redis.call('HSET', meta, 'cur:' .. p, after)
+    redis.call('HINCRBY', meta, 'used', after - cursors[p])
   end
 end
-for i = 8 + parts, #ARGV do redis.call('ZREM', passes, ARGV[i]) end
+for i = 8 + 2 * parts, #ARGV do redis.call('ZREM', passes, ARGV[i]) end
 -- A pass is taken for expired only well after its end by every partition's clock: by
 -- then any use of it was in the logs just read.
 local cutoff = tonumber(ARGV[5]) - tonumber(ARGV[6])
@@ -53,7 +59,8 @@ local done = tonumber(m[5]) or 0
 local pre_n = tonumber(m[4]) or 0
 local line = drawn and (pre_n + (tonumber(m[6]) or 0)) or 0
 local n = 0
-if state == 'live' and drawn then
+local ends = tonumber(m[9]) or 0
+if state == 'live' and drawn and (ends == 0 or now < ends) then
   n = math.max(0, math.min(tonumber(ARGV[3]), left - outstanding, line - done))
 end
 local out = {'leader', n, outstanding + n, left, 0}

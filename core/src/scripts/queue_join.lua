@@ -12,12 +12,14 @@
 local meta, pre, post, joined, admitted = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local user = ARGV[2]
 local m = redis.call('HMGET', meta, 'state', 'starts_at_ms', 'drawn_ms', 'pre', 'admitted',
-  'sold_out', 'seq')
+  'sold_out', 'seq', 'ends_at_ms')
 local state = m[1]
 if not state or state == 'draft' or state == 'arming' then return {'unknown'} end
 if state == 'ended' then return {'ended'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ends = tonumber(m[8]) or 0
+if ends > 0 and now >= ends then return {'ended'} end
 local drawn = m[3]
 local starts = tonumber(m[2]) or 0
 if not drawn and (state == 'live' or state == 'paused') and (starts == 0 or now >= starts) then

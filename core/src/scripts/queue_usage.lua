@@ -6,6 +6,9 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local m = redis.call('HMGET', KEYS[1], 'held', 'sold')
+-- A partition that is not there is not empty: counting it as nothing taken would free
+-- units that may be gone.
+if not m[1] and not m[2] then return redis.error_reply('ERR no such partition') end
 local taken = (tonumber(m[1]) or 0) + (tonumber(m[2]) or 0)
 local from = tonumber(ARGV[1])
 local used = redis.call('LRANGE', KEYS[2], from, from + tonumber(ARGV[2]) - 1)

@@ -183,7 +183,7 @@ impl Store {
             "ended" => Purchase::Ended,
             "paused" => Purchase::Paused,
             "unknown" => Purchase::UnknownCampaign,
-            "ticket_used" | "ticket_expired" => Purchase::TicketUsed,
+            "ticket_used" | "ticket_expired" | "pass_required" => Purchase::TicketUsed,
             other => {
                 return Err(StoreError::Protocol(format!(
                     "purchase script answered '{other}'"

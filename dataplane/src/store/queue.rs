@@ -49,8 +49,11 @@ pub struct Round {
 
 /// Passes used, read from one partition's log at most this many at a time.
 const USAGE_BATCH: usize = 2_000;
-/// A pass is counted expired this long after its end, by every partition's clock.
-pub const GRACE_MS: i64 = 2_000;
+/// A pass is counted expired this long after its end, by every partition's clock: more
+/// than the clocks of a cluster's masters may differ (a replica promoted with a clock
+/// behind its master's, a step of NTP), so that a use just before the end is always in
+/// the logs the admission reads first.
+pub const GRACE_MS: i64 = 5_000;
 
 impl Store {
     /// Joins `user` to the room (`join`), or looks them up. `seed` is kept as the room's
@@ -137,6 +140,9 @@ impl Store {
             }
         }))
         .await;
+        let before: Vec<String> = (0..partitions as usize)
+            .map(|p| int(cursors.get(p)).unwrap_or(0).to_string())
+            .collect();
         let (mut earliest, mut taken) = (i64::MAX, 0i64);
         let mut after = Vec::with_capacity(partitions as usize);
         let mut used = Vec::new();
@@ -156,6 +162,7 @@ impl Store {
             GRACE_MS.to_string(),
             partitions.to_string(),
         ];
+        args.extend(before);
         args.extend(after);
         args.extend(used);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();

@@ -26,6 +26,33 @@ fn held(order_id: &str, pay_by_ms: i64) -> Reply {
     })
 }
 
+/// The first answer to an earlier request with this `Idempotency-Key`, when there was
+/// one; else `refusal`.
+async fn first_answer_or(
+    shard: &Shard,
+    id: &str,
+    partitions: u32,
+    user: &str,
+    idem: Option<&str>,
+    refusal: ApiError,
+) -> Result<Reply, ApiError> {
+    let Some(key) = idem else {
+        return Err(refusal);
+    };
+    let first = shard
+        .store
+        .first_answer(id, partitions, user, key)
+        .await
+        .map_err(|e| {
+            tracing::debug!(campaign = id, error = %e, "idempotency lookup failed in redis");
+            ApiError::Unavailable
+        })?;
+    match first {
+        Some((order_id, pay_by_ms)) => Ok(held(&order_id, pay_by_ms)),
+        None => Err(refusal),
+    }
+}
+
 pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let user = match authenticate(shard, &req) {
         Ok(user) => user,
@@ -74,24 +101,11 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
         })
         .ok_or(ApiError::UnknownCampaign)?;
 
-    // A retry gets its first answer whatever happened since (sold out, paused, ended).
-    // A purchase that goes to Redis has it from the script, which looks first; only a
-    // refusal decided here on the shard needs the lookup.
-    if let (Some(key), Some(_)) = (idem.as_deref(), &refusal) {
-        let first = shard
-            .store
-            .first_answer(id, partitions, &user, key)
-            .await
-            .map_err(|e| {
-                tracing::debug!(campaign = id, error = %e, "idempotency lookup failed in redis");
-                ApiError::Unavailable
-            })?;
-        if let Some((order_id, pay_by_ms)) = first {
-            return Ok(held(&order_id, pay_by_ms));
-        }
-    }
+    // A retry gets its first answer whatever happened since (sold out, paused, ended,
+    // its pass run out). A purchase that goes to Redis has it from the script, which
+    // looks first; only a refusal decided here on the shard needs the lookup.
     if let Some(refusal) = refusal {
-        return Err(refusal);
+        return first_answer_or(shard, id, partitions, &user, idem.as_deref(), refusal).await;
     }
 
     if body.quantity < 1 || body.quantity > i64::from(limit) {
@@ -102,14 +116,18 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
     // With a waiting room the ticket is its pass (the proof of work, if any, was the
     // price of joining); else the proof of work's ticket, for a campaign that asks one.
     let (ticket, pass_expires_ms) = if needs_ticket || pass_ttl_s.is_some() {
-        let (t, expires_ms) = body
+        let verified = body
             .ticket
             .as_deref()
             .and_then(|t| pow::verify_ticket_until(&shard.settings.secret, t, crate::now_ms()).ok())
             .filter(|(t, _)| {
-                t.campaign == id && t.user == user && queue::is_pass(&t.id) == pass_ttl_s.is_some()
-            })
-            .ok_or(ApiError::TicketInvalid)?;
+                let pass = queue::is_pass(&t.id);
+                t.campaign == id && t.user == user && pass == pass_ttl_s.is_some()
+            });
+        let Some((t, expires_ms)) = verified else {
+            let refusal = ApiError::TicketInvalid;
+            return first_answer_or(shard, id, partitions, &user, idem.as_deref(), refusal).await;
+        };
         (Some(t.id), pass_ttl_s.map(|_| expires_ms))
     } else {
         (None, None)

@@ -109,6 +109,10 @@ pub struct QueueInfo {
     /// opening must match it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed_sha1: Option<String>,
+    /// Shoppers in the pre-queue when it was drawn: a shopper whose draw is the fraction
+    /// `f` of 2⁵² stands near place `f × pre`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre: Option<u64>,
     /// The draw's seed, once drawn: a shopper's draw is the first 52 bits of
     /// SHA-1(seed ‖ ':' ‖ user id), and the pre-queue's line is in order of draw.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -147,10 +147,33 @@
   function schedule(s, news) {
     const t = Date.now();
     if (s === "unknown" || s === "called") lookAt = news ? t : t + 1000;
-    // The whole pre-queue learns its places at the draw: spread those looks a little.
-    else if (s === "drawn") lookAt = t + (news ? Math.random() * 2000 : 1000);
+    // The whole pre-queue learns its places at the draw: each shopper looks some time
+    // before their turn, which the public seed lets the page estimate.
+    else if (s === "drawn" && news) {
+      lookAt = t + 2000 + Math.random() * 2000;
+      drawnLook().then((at) => { lookAt = at; tick(); }, () => {});
+    } else if (s === "drawn") lookAt = t + 1000;
     else if (s === "pre" || s === "waiting") lookAt = t + SLOW_LOOK_MS;
     else lookAt = Infinity;
+  }
+
+  // When to look after the draw: the shopper's draw is the first 52 bits of
+  // SHA-1(seed ":" user), and their place near that fraction of the pre-queue, give or
+  // take its square root. Looking well within the estimated wait spreads the whole
+  // pre-queue's looks over the line's progress instead of the draw's first second.
+  async function drawnLook() {
+    const q = campaign.queue;
+    if (!q.seed || !q.pre) return Date.now() + Math.random() * 2000;
+    const b64 = atob(token.split(".")[0].replace(/-/g, "+").replace(/_/g, "/"));
+    const user = Uint8Array.from(b64, (c) => c.charCodeAt(0));
+    const text = new Uint8Array([...new TextEncoder().encode(q.seed + ":"), ...user]);
+    const h = new Uint8Array(await crypto.subtle.digest("SHA-1", text));
+    let draw = 0;
+    for (let i = 0; i < 7; i++) draw = draw * 256 + h[i];
+    const place = (Math.floor(draw / 16) / 2 ** 52) * q.pre;
+    const ahead = Math.max(0, place - Math.sqrt(q.pre) * 3 - q.admitted);
+    const waitMs = (ahead / Math.max(1, q.admit_per_s)) * 1000;
+    return Date.now() + Math.random() * 2000 + Math.min(waitMs, 120000) * (0.5 + Math.random() * 0.3);
   }
 
   function learn(answer) {

@@ -195,6 +195,7 @@ fn the_pre_queue_is_drawn_at_random_whatever_the_join_time_or_the_polling_and_la
     // place the rank of its holder's draw.
     let info = c.get(&format!("/api/campaigns/{id}"), None).1;
     assert_eq!(info["queue"]["seed_sha1"], commitment, "{info}");
+    assert_eq!(info["queue"]["pre"], 400, "{info}");
     let seed = info["queue"]["seed"]
         .as_str()
         .expect("the seed, once drawn");

@@ -36,6 +36,7 @@ fn info(v: &CampaignView) -> CampaignInfo<'_> {
                 admitted: q.map_or(0, |q| q.admitted),
                 sold_out: q.is_some_and(|q| q.sold_out),
                 seed_sha1: q.and_then(|q| q.seed_sha1.clone()),
+                pre: q.filter(|q| q.drawn_ms.is_some()).map(|q| q.pre),
                 seed: q.and_then(|q| q.seed.clone()),
             }
         }),

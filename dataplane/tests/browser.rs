@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use seckill_dataplane::campaign::{Action, CampaignSpec, QueueSpec};
+use seckill_dataplane::campaign::Action;
 use seckill_dataplane::control;
 use seckill_dataplane::keys::QueueKeys;
 use serde_json::{json, Value};
@@ -304,25 +304,6 @@ fn behind_proof_of_work_the_browser_earns_its_ticket() {
 }
 
 const PRE_QUEUE: &str = "You are in the pre-queue; places are drawn at the opening.";
-
-fn queued(id: &str, total: u64, admit_per_s: u32, pass_ttl_s: u64) -> CampaignSpec {
-    CampaignSpec {
-        queue: Some(QueueSpec {
-            admit_per_s,
-            pass_ttl_s,
-        }),
-        ..spec(id, total, 2, 1)
-    }
-}
-
-/// Creates and arms a campaign (its waiting room opens), and waits until the node shows it.
-fn arm(redis: &Redis, node: &Node, spec: CampaignSpec) {
-    let mut con = redis.con();
-    let id = spec.id.clone();
-    control::create(&mut con, spec).expect("create");
-    control::arm(&mut con, &id).expect("arm");
-    wait_state(node, &id, "armed");
-}
 
 #[test]
 fn a_shopper_queues_before_the_opening_buys_in_their_turn_and_the_one_behind_hears_sold_out() {

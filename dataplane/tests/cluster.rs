@@ -268,12 +268,10 @@ fn a_waiting_room_on_its_own_slot_reserves_units_on_every_master() {
     let (a, b) = (Node::start(&cluster, 2), Node::start(&cluster, 1));
     let id = "queued";
     let mut con = cluster.con();
+    let spec = common::queued(id, 30, 1_000, 60);
     let spec = seckill_dataplane::campaign::CampaignSpec {
-        queue: Some(seckill_dataplane::campaign::QueueSpec {
-            admit_per_s: 1_000,
-            pass_ttl_s: 60,
-        }),
-        ..spec(id, 30, PARTITIONS, 1)
+        partitions: PARTITIONS,
+        ..spec
     };
     control::create(&mut con, spec).expect("create");
     control::arm(&mut con, id).expect("arm");

@@ -11,27 +11,8 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use seckill_dataplane::campaign::{Action, CampaignSpec, QueueSpec};
+use seckill_dataplane::campaign::{Action, CampaignSpec};
 use seckill_dataplane::control;
-
-fn queued(id: &str, total: u64, admit_per_s: u32, pass_ttl_s: u64) -> CampaignSpec {
-    CampaignSpec {
-        queue: Some(QueueSpec {
-            admit_per_s,
-            pass_ttl_s,
-        }),
-        ..spec(id, total, 4, 1)
-    }
-}
-
-/// Creates and arms a campaign (the room opens), and waits until the node shows it.
-fn arm(redis: &Redis, node: &Node, spec: CampaignSpec) {
-    let mut con = redis.con();
-    let id = spec.id.clone();
-    control::create(&mut con, spec).expect("create");
-    control::arm(&mut con, &id).expect("arm");
-    wait_state(node, &id, "armed");
-}
 
 fn start(redis: &Redis, id: &str) {
     control::act(&mut redis.con(), id, Action::Start).expect("start");

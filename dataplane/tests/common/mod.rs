@@ -789,6 +789,26 @@ pub fn spec(id: &str, total: u64, partitions: u32, limit: u32) -> CampaignSpec {
     }
 }
 
+/// A campaign of one unit per shopper with a waiting room.
+pub fn queued(id: &str, total: u64, admit_per_s: u32, pass_ttl_s: u64) -> CampaignSpec {
+    CampaignSpec {
+        queue: Some(seckill_dataplane::campaign::QueueSpec {
+            admit_per_s,
+            pass_ttl_s,
+        }),
+        ..spec(id, total, 4, 1)
+    }
+}
+
+/// Creates and arms a campaign (a waiting room opens), and waits until the node shows it.
+pub fn arm(redis: &impl RedisUrl, node: &Node, spec: CampaignSpec) {
+    let mut con = redis.con();
+    let id = spec.id.clone();
+    control::create(&mut con, spec).expect("create");
+    control::arm(&mut con, &id).expect("arm");
+    wait_state(node, &id, "armed");
+}
+
 /// Creates, arms and starts a campaign, and waits until the node sells it.
 pub fn open_sale(redis: &impl RedisUrl, node: &Node, spec: CampaignSpec) {
     let mut con = redis.con();

@@ -195,7 +195,7 @@ drill() {
   $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "$target" \
       --redis "$ops_redis" --redis-password-file "$ops_password_file" \
       --secret-file "$work/secret" --create "$work/campaign.toml" \
-      --store "$work/orders.sqlite" --rate "$rate" --duration-s "$surge_s" --p99-ms 100000 \
+      --db "$work/orders.sqlite" --rate "$rate" --duration-s "$surge_s" --p99-ms 100000 \
       --fail-on "oversell==0" --json "$work/report.json" "${extra[@]}" > "$work/sim.txt" 2>&1 &
   local sim=$!
   sleep 2.5
@@ -292,7 +292,7 @@ echo "== warm-up" >&2
 $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
     --redis "$ops_redis" --redis-password-file "$ops_password_file" \
     --secret-file "$work/secret" --create config/campaigns/demo.toml \
-    --store "$work/orders.sqlite" --rate "$rate" --duration-s 4 --p99-ms 100000 > /dev/null 2>&1 || true
+    --db "$work/orders.sqlite" --rate "$rate" --duration-s 4 --p99-ms 100000 > /dev/null 2>&1 || true
 
 drill "no fault (reference)" fault_none
 drill "flood" fault_flood

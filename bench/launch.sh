@@ -24,7 +24,7 @@ launch() {
   shift
   $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
       --redis "$ops_redis" --redis-password-file "$ops_password_file" --secret-file "$work/secret" \
-      --store "$work/orders.sqlite" --rate "$r" \
+      --db "$work/orders.sqlite" --rate "$r" \
       --json "$work/report.json" "$@" > "$work/summary.txt" || true
 }
 # sustained: whether the last launch kept up with its rate; prints its figures.

@@ -26,18 +26,33 @@ struct Args {
     #[arg(long, env = "SECKILL_REDIS_PASSWORD_FILE")]
     redis_password_file: Option<PathBuf>,
     /// Open on this campaign's detail view (as soon as it exists).
-    #[arg(long)]
+    #[arg(long, env = "SECKILL_CAMPAIGN")]
     campaign: Option<String>,
     /// How often to read the control plane, in milliseconds.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
     refresh_ms: u64,
     /// An order store for reconciliation (repeat for several; default: data/orders/*.sqlite).
-    #[arg(long = "db", value_name = "FILE")]
+    #[arg(
+        long = "db",
+        value_name = "FILE",
+        env = "SECKILL_DB",
+        value_delimiter = ','
+    )]
     dbs: Vec<PathBuf>,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    match console(args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+fn console(args: Args) -> anyhow::Result<()> {
     if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         anyhow::bail!("seckill-console needs a terminal; `seckill-dataplane campaign list` reads the same control plane");
     }

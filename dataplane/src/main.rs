@@ -20,7 +20,8 @@ fn main() -> std::process::ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
+            // Could not check or do what was asked: 2; a check that failed is 1.
+            std::process::ExitCode::from(2)
         }
     }
 }

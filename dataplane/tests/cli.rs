@@ -247,3 +247,31 @@ fn a_waiting_room_is_shown_its_rate_changed_and_its_draw_audited() {
         stderr(&o)
     );
 }
+
+#[test]
+fn exit_codes_tell_a_failed_check_from_one_that_could_not_run() {
+    let redis = Redis::start();
+    // Nothing to check: 2, with the reason as `error: …`.
+    let o = cli(&redis, &["show", "nowhere"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("error: "), "{}", stderr(&o));
+    let o = Command::new(env!("CARGO_BIN_EXE_seckill-dataplane"))
+        .args(["campaign", "--redis", "redis://127.0.0.1:1", "show", "any"])
+        .output()
+        .expect("run the cli");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+
+    // A ledger that does not hold: checked, and failed: 1.
+    let mut con = redis.con();
+    seckill_dataplane::control::create(&mut con, common::spec("broken", 10, 2, 1)).expect("create");
+    seckill_dataplane::control::arm(&mut con, "broken").expect("arm");
+    let _: i64 = redis::cmd("HINCRBY")
+        .arg(seckill_dataplane::keys::PartitionKeys::new("broken", 0).part())
+        .arg("stock")
+        .arg(3)
+        .query(&mut con)
+        .expect("tamper");
+    let o = cli(&redis, &["show", "broken"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("does not hold"), "{}", stderr(&o));
+}

@@ -36,7 +36,8 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            // Could not check or do what was asked: 2; a check that failed is 1.
+            ExitCode::from(2)
         }
     }
 }

@@ -224,23 +224,29 @@ pub struct Thresholds {
 /// Flags that override the scenario file.
 #[derive(Args, Debug, Clone, Default)]
 pub struct Overrides {
-    #[arg(long)]
+    /// The data plane's URL; several nodes: comma-separated (scenario: `target`).
+    #[arg(long, env = "SECKILL_TARGET")]
     pub target: Option<String>,
+    /// Redis holding the control plane: redis://[user@]host:port (the operators' user).
     #[arg(long, env = "SECKILL_REDIS", hide_env_values = true)]
     pub redis: Option<String>,
     /// File holding the Redis user's password (mode 0600).
     #[arg(long, env = "SECKILL_REDIS_PASSWORD_FILE")]
     pub redis_password_file: Option<PathBuf>,
-    #[arg(long)]
+    /// The nodes' shared secret, to sign the shoppers' tokens (else the demo issuer).
+    #[arg(long, env = "SECKILL_SECRET_FILE")]
     pub secret_file: Option<PathBuf>,
+    /// How long the run lasts, in seconds.
     #[arg(long)]
     pub duration_s: Option<f64>,
+    /// Load threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Sessions in flight per thread, at most.
     #[arg(long)]
     pub connections: Option<usize>,
     /// An order store to reconcile against (repeat for several).
-    #[arg(long = "store", value_name = "FILE")]
+    #[arg(long = "db", visible_alias = "store", value_name = "FILE")]
     pub stores: Vec<PathBuf>,
     /// Campaign file to create a fresh copy of.
     #[arg(long)]
@@ -248,37 +254,52 @@ pub struct Overrides {
     /// Existing live campaign to use.
     #[arg(long)]
     pub campaign: Option<String>,
+    /// The created campaign opens this many seconds after the run starts.
     #[arg(long)]
     pub starts_in_s: Option<f64>,
     /// Open the created campaign by its `starts_at` rather than by `start`.
     #[arg(long)]
     pub scheduled: bool,
+    /// The arrivals' shape over the run.
     #[arg(long, value_enum)]
     pub profile: Option<Profile>,
+    /// Arrivals per second (the peak, for a shaped profile).
     #[arg(long)]
     pub rate: Option<f64>,
+    /// Seconds the arrivals take to reach their rate.
     #[arg(long)]
     pub ramp_s: Option<f64>,
+    /// Distinct shoppers.
     #[arg(long)]
     pub users: Option<usize>,
+    /// Source addresses the shoppers come from (127.1.0.0 and up).
     #[arg(long)]
     pub addresses: Option<u32>,
+    /// Shoppers who pay for what they hold (0 to 1).
     #[arg(long)]
     pub pay_fraction: Option<f64>,
+    /// Shoppers who resend their purchase with the same Idempotency-Key (0 to 1).
     #[arg(long)]
     pub retry_fraction: Option<f64>,
+    /// Share of honest shoppers in the crowd.
     #[arg(long)]
     pub shopper: Option<f64>,
+    /// Share of hammers: one account, many tabs at once.
     #[arg(long)]
     pub hammer: Option<f64>,
+    /// Share of IP rotators: one account from many source addresses.
     #[arg(long)]
     pub ip_rotator: Option<f64>,
+    /// Share of forgers: forged tokens and tickets.
     #[arg(long)]
     pub forger: Option<f64>,
+    /// Share of replayers: a ticket or pass used twice.
     #[arg(long)]
     pub replayer: Option<f64>,
+    /// Share of skippers: buying before the opening, or without a ticket or pass.
     #[arg(long)]
     pub skipper: Option<f64>,
+    /// Share of sybils: fresh accounts from a few addresses.
     #[arg(long)]
     pub sybil: Option<f64>,
     /// The waiting room a created campaign gets: shoppers let through per second.
@@ -302,8 +323,10 @@ pub struct Overrides {
     /// Bots' look interval in the waiting room, ms.
     #[arg(long)]
     pub bot_poll_ms: Option<u64>,
+    /// The purchases' p99 latency the run must stay under, in ms.
     #[arg(long)]
     pub p99_ms: Option<f64>,
+    /// Units bots may win at most before the run fails.
     #[arg(long)]
     pub max_bot_units: Option<u64>,
     /// Conditions that fail the run: `metric op value`, comma-separated, e.g.

@@ -39,6 +39,17 @@ struct Args {
         value_delimiter = ','
     )]
     dbs: Vec<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Extra>,
+}
+
+/// What the console does besides opening.
+#[derive(clap::Subcommand)]
+enum Extra {
+    /// Print the completion script for a shell: bash, zsh, fish, elvish or powershell.
+    Completions { shell: seckill_core::shell::Shell },
+    /// Print the manual page (roff): `seckill-console man > seckill-console.1`.
+    Man,
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,6 +64,15 @@ fn main() -> std::process::ExitCode {
 }
 
 fn console(args: Args) -> anyhow::Result<()> {
+    use clap::CommandFactory;
+    match args.command {
+        Some(Extra::Completions { shell }) => {
+            seckill_core::shell::completions(Args::command(), shell);
+            return Ok(());
+        }
+        Some(Extra::Man) => return Ok(seckill_core::shell::man(Args::command())?),
+        None => {}
+    }
     if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         anyhow::bail!("seckill-console needs a terminal; `seckill-dataplane campaign list` reads the same control plane");
     }

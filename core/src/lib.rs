@@ -35,6 +35,7 @@ pub mod queue;
 pub mod reply;
 pub mod scripts;
 pub mod secrets;
+pub mod shell;
 pub mod telemetry;
 
 /// Milliseconds since the Unix epoch on the sale's clock (see [`clock`]).

@@ -43,6 +43,10 @@ pub enum LogFormat {
 enum Command {
     /// Serve the shopper API, one shard per core (and the order worker, unless --no-worker).
     Serve(ServeArgs),
+    /// Print the completion script for a shell: bash, zsh, fish, elvish or powershell.
+    Completions { shell: seckill_core::shell::Shell },
+    /// Print the manual pages (roff): `seckill-dataplane man > seckill-dataplane.1`.
+    Man,
     /// Run an order worker on its own: event streams to its SQLite file, and delivery.
     Worker(WorkerArgs),
     /// Show or change the rate limits of every node, live.
@@ -252,6 +256,14 @@ enum CampaignCommand {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Command::Serve(a) => serve(a),
+        Command::Completions { shell } => {
+            seckill_core::shell::completions(<Args as clap::CommandFactory>::command(), shell);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            seckill_core::shell::man(<Args as clap::CommandFactory>::command())?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Worker(a) => worker(a),
         Command::Limits { control, command } => limits(&control.url()?, command),
         Command::Blacklist { control, command } => blacklist(&control.url()?, command),

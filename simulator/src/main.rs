@@ -23,6 +23,10 @@ enum Command {
     Burst(burst::BurstArgs),
     /// Malformed requests and slow-loris connections against a node, to run beside a surge.
     Flood(flood::FloodArgs),
+    /// Print the completion script for a shell: bash, zsh, fish, elvish or powershell.
+    Completions { shell: seckill_core::shell::Shell },
+    /// Print the manual pages (roff): `seckill-sim man > seckill-sim.1`.
+    Man,
 }
 
 fn main() -> ExitCode {
@@ -31,6 +35,13 @@ fn main() -> ExitCode {
         Command::Run(a) => run::run(&a),
         Command::Burst(a) => burst::run(&a),
         Command::Flood(a) => flood::run(&a),
+        Command::Completions { shell } => {
+            seckill_core::shell::completions(<Args as clap::CommandFactory>::command(), shell);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => seckill_core::shell::man(<Args as clap::CommandFactory>::command())
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(Into::into),
     };
     match result {
         Ok(code) => code,

@@ -16,7 +16,7 @@ use crate::store::{Look, Standing};
 use seckill_core::api::{JoinBody, QueueStatus};
 use seckill_core::queue;
 
-/// How long a receipt is good for: a day, or less when the token that asked lives less.
+/// How long a receipt is good for: a day (a look with a stale one goes to Redis).
 const RECEIPT_TTL_MS: i64 = 24 * 3600 * 1000;
 
 /// What the shard knows of a room: whether the campaign has one and is past its draft,

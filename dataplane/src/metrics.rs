@@ -6,9 +6,10 @@
 use crate::answer::{Endpoint, Outcome};
 use seckill_core::histo::{Histo, BUCKETS};
 pub use seckill_orders::metrics::WorkerMetrics;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What one shard counted since the node started.
@@ -99,6 +100,8 @@ pub struct Metrics {
     pub worker: Option<Arc<WorkerMetrics>>,
     /// Set when a graceful stop begins: the node reports not ready while it drains.
     pub stopping: AtomicBool,
+    /// When (ms) the scrape first saw each ended campaign: its series leave after a while.
+    ended_since: Mutex<HashMap<String, i64>>,
 }
 
 impl Metrics {
@@ -109,7 +112,33 @@ impl Metrics {
             shards: (0..shards).map(|_| Arc::default()).collect(),
             worker: worker.then(Arc::default),
             stopping: AtomicBool::new(false),
+            ended_since: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Whether a campaign in `state` still belongs in `/metrics` at `now_ms`: every
+    /// campaign does, except one ended for longer than `ttl_ms` (counted from the first
+    /// scrape that saw it ended, so a restarted node shows it once more for a while).
+    pub fn shows(&self, id: &str, state: &str, now_ms: i64, ttl_ms: i64) -> bool {
+        let mut seen = self
+            .ended_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if state != "ended" {
+            seen.remove(id);
+            return true;
+        }
+        let since = *seen.entry(id.to_string()).or_insert(now_ms);
+        now_ms - since < ttl_ms
+    }
+
+    /// Forgets campaigns the control plane no longer lists.
+    pub fn forget_except(&self, listed: &[&str]) {
+        let mut seen = self
+            .ended_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        seen.retain(|id, _| listed.contains(&id.as_str()));
     }
 
     /// Whether every shard has its Redis link and has read the control plane, and the
@@ -127,6 +156,94 @@ impl Metrics {
             }
         }
         Ok(())
+    }
+}
+
+/// The states `seckill_campaign_state` reports, as shoppers see them.
+pub const CAMPAIGN_STATES: [&str; 6] = ["draft", "armed", "live", "paused", "sold_out", "ended"];
+
+/// The process metrics every Prometheus client exports, read from `/proc/self` (Linux).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Process {
+    pub cpu_seconds: f64,
+    pub resident_bytes: u64,
+    pub open_fds: u64,
+    pub start_time_seconds: f64,
+}
+
+/// Clock ticks per second of `/proc` times: `USER_HZ`, 100 in Linux's user ABI.
+const TICKS_PER_S: f64 = 100.0;
+
+impl Process {
+    pub fn read() -> Option<Process> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let boot = std::fs::read_to_string("/proc/stat").ok()?;
+        let fds = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
+        Process::parse(&stat, &status, &boot, fds)
+    }
+
+    /// From the texts of `/proc/self/stat`, `/proc/self/status` and `/proc/stat`.
+    pub fn parse(stat: &str, status: &str, boot: &str, open_fds: u64) -> Option<Process> {
+        // The command name in parentheses may hold spaces: fields count from after it.
+        let fields: Vec<&str> = stat
+            .get(stat.rfind(')')? + 1..)?
+            .split_whitespace()
+            .collect();
+        // After the name: state is field 3 of stat(5), so field n sits at index n - 3.
+        let tick = |n: usize| fields.get(n - 3)?.parse::<f64>().ok();
+        let cpu_seconds = (tick(14)? + tick(15)?) / TICKS_PER_S;
+        let rss_kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()?;
+        let btime: f64 = boot
+            .lines()
+            .find_map(|l| l.strip_prefix("btime "))?
+            .trim()
+            .parse()
+            .ok()?;
+        Some(Process {
+            cpu_seconds,
+            resident_bytes: rss_kb * 1024,
+            open_fds,
+            start_time_seconds: btime + tick(22)? / TICKS_PER_S,
+        })
+    }
+
+    fn render(&self, out: &mut String) {
+        for (name, kind, help, v) in [
+            (
+                "process_cpu_seconds_total",
+                "counter",
+                "User and system CPU time spent, in seconds.",
+                self.cpu_seconds,
+            ),
+            (
+                "process_resident_memory_bytes",
+                "gauge",
+                "Resident memory size in bytes.",
+                self.resident_bytes as f64,
+            ),
+            (
+                "process_open_fds",
+                "gauge",
+                "Open file descriptors.",
+                self.open_fds as f64,
+            ),
+            (
+                "process_start_time_seconds",
+                "gauge",
+                "When the process started, in seconds since the Unix epoch.",
+                self.start_time_seconds,
+            ),
+        ] {
+            header(out, name, kind, help);
+            let _ = writeln!(out, "{name} {v}");
+        }
     }
 }
 
@@ -229,13 +346,29 @@ pub fn render(m: &Metrics, campaigns: &[CampaignGauges]) -> String {
         "seckill_start_time_seconds {}",
         m.started_ms as f64 / 1000.0
     );
+    header(
+        &mut out,
+        "seckill_build_info",
+        "gauge",
+        "The running build: its version.",
+    );
+    let _ = writeln!(
+        out,
+        "seckill_build_info{{version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
+    if let Some(p) = Process::read() {
+        p.render(&mut out);
+    }
+    // The header always, the value once measured: an alert on the offset names a metric
+    // every node declares.
+    header(
+        &mut out,
+        "seckill_clock_offset_seconds",
+        "gauge",
+        "Redis's clock minus this node's; sales open by Redis's clock.",
+    );
     if let Some(offset) = crate::clock::offset_ms() {
-        header(
-            &mut out,
-            "seckill_clock_offset_seconds",
-            "gauge",
-            "Redis's clock minus this node's; sales open by Redis's clock.",
-        );
         let _ = writeln!(
             out,
             "seckill_clock_offset_seconds {}",
@@ -384,12 +517,22 @@ pub fn render(m: &Metrics, campaigns: &[CampaignGauges]) -> String {
     ] {
         header(&mut out, name, "gauge", help);
         for c in campaigns {
+            let _ = writeln!(out, "{name}{{campaign=\"{}\"}} {}", label(&c.id), pick(c));
+        }
+    }
+    header(
+        &mut out,
+        "seckill_campaign_state",
+        "gauge",
+        "1 for the campaign's current state, 0 for the others.",
+    );
+    for c in campaigns {
+        for state in CAMPAIGN_STATES {
             let _ = writeln!(
                 out,
-                "{name}{{campaign=\"{}\",state=\"{}\"}} {}",
+                "seckill_campaign_state{{campaign=\"{}\",state=\"{state}\"}} {}",
                 label(&c.id),
-                c.state,
-                pick(c)
+                u8::from(c.state == state)
             );
         }
     }
@@ -610,7 +753,9 @@ mod tests {
             "seckill_http_request_duration_seconds_bucket{route=\"purchase\",le=\"0.0005\"} 2",
             "seckill_http_request_duration_seconds_bucket{route=\"purchase\",le=\"+Inf\"} 3",
             "seckill_http_request_duration_seconds_count{route=\"purchase\"} 3",
-            "seckill_campaign_remaining_units{campaign=\"c1\",state=\"live\"} 4",
+            "seckill_campaign_remaining_units{campaign=\"c1\"} 4",
+            "seckill_campaign_state{campaign=\"c1\",state=\"live\"} 1",
+            "seckill_campaign_state{campaign=\"c1\",state=\"ended\"} 0",
             "seckill_worker_delivered_total 1",
             "seckill_worker_pay_to_delivered_seconds_bucket{le=\"0.025\"} 1",
             "seckill_redis_up{shard=\"1\"} 0",
@@ -622,5 +767,72 @@ mod tests {
             let v = l.rsplit(' ').next().expect("a value");
             assert!(v.parse::<f64>().is_ok(), "{l}");
         }
+    }
+
+    #[test]
+    fn build_and_process_metrics_are_exposed() {
+        let text = render(&Metrics::new("n1", 0, 1, false), &[]);
+        let version = env!("CARGO_PKG_VERSION");
+        assert!(text.contains(&format!("seckill_build_info{{version=\"{version}\"}} 1\n")));
+        for name in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_open_fds",
+            "process_start_time_seconds",
+        ] {
+            let v: f64 = text
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("missing {name}\n{text}"))
+                .parse()
+                .expect("a number");
+            // A test process may not have used a whole clock tick of CPU yet.
+            let least = if name == "process_cpu_seconds_total" {
+                0.0
+            } else {
+                1.0
+            };
+            assert!(v >= least, "{name} {v}");
+        }
+    }
+
+    #[test]
+    fn process_figures_come_from_proc() {
+        let stat = "4242 (a (odd) name) S 1 4242 4242 0 -1 4194560 900 0 0 0 \
+                    250 50 0 0 20 0 3 0 12300 1000000 500 18446744073709551615";
+        let status = "Name:\tseckill\nVmRSS:\t   2048 kB\nThreads:\t3\n";
+        let boot = "cpu  1 2 3\nbtime 1700000000\nprocesses 9\n";
+        assert_eq!(
+            Process::parse(stat, status, boot, 17),
+            Some(Process {
+                cpu_seconds: 3.0,
+                resident_bytes: 2048 * 1024,
+                open_fds: 17,
+                start_time_seconds: 1_700_000_123.0,
+            })
+        );
+        assert_eq!(Process::parse("garbage", status, boot, 1), None);
+    }
+
+    #[test]
+    fn an_ended_campaign_leaves_after_its_ttl() {
+        let m = Metrics::new("n1", 0, 1, false);
+        let hour = 3_600_000;
+        assert!(m.shows("c1", "live", 0, hour));
+        assert!(m.shows("c1", "ended", 1_000, hour), "just ended");
+        assert!(m.shows("c1", "ended", 1_000 + hour - 1, hour));
+        assert!(
+            !m.shows("c1", "ended", 1_000 + hour, hour),
+            "gone after the ttl"
+        );
+        // Started again (a campaign reopened): shown, and its clock starts over.
+        assert!(m.shows("c1", "live", 2 * hour, hour));
+        assert!(m.shows("c1", "ended", 3 * hour, hour));
+        assert!(!m.shows("c2", "ended", 0, 0), "a zero ttl hides at once");
+        m.forget_except(&["c2"]);
+        assert!(
+            m.shows("c1", "ended", 10 * hour, hour),
+            "forgotten, seen anew"
+        );
     }
 }

@@ -77,17 +77,26 @@ fn metrics_count_every_answer_and_readiness_follows_redis() {
         Some(1.0)
     );
     assert_eq!(
-        sample(
-            &text,
-            "seckill_campaign_held_units{campaign=\"met\",state=\"sold_out\"}"
-        )
-        .or_else(|| sample(
-            &text,
-            "seckill_campaign_held_units{campaign=\"met\",state=\"live\"}"
-        )),
+        sample(&text, "seckill_campaign_held_units{campaign=\"met\"}"),
         Some(3.0),
         "{text}"
     );
+    // The state is a series of its own: sold out or still live, never both.
+    let state = |s: &str| {
+        sample(
+            &text,
+            &format!("seckill_campaign_state{{campaign=\"met\",state=\"{s}\"}}"),
+        )
+    };
+    assert_eq!(
+        state("sold_out").unwrap_or(0.0) + state("live").unwrap_or(0.0),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(state("ended"), Some(0.0));
+    assert!(sample(&text, "process_open_fds").is_some_and(|n| n > 0.0));
+    assert!(sample(&text, "process_resident_memory_bytes").is_some_and(|n| n > 0.0));
+    assert!(text.contains("seckill_build_info{version=\""));
     assert!(sample(&text, "seckill_redis_round_trip_seconds_count").is_some_and(|n| n > 0.0));
     assert_eq!(sample(&text, "seckill_redis_up{shard=\"1\"}"), Some(1.0));
     assert!(text.contains("# TYPE seckill_worker_pay_to_delivered_seconds histogram"));

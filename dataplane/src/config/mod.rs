@@ -10,7 +10,8 @@ use crate::auth::Secret;
 
 mod sections;
 pub use sections::{
-    AdminConfig, ControlConfig, HttpConfig, RedisClientConfig, TicketConfig, WorkerConfig,
+    AdminConfig, ControlConfig, HttpConfig, MetricsConfig, RedisClientConfig, TicketConfig,
+    WorkerConfig,
 };
 
 #[derive(Debug, Clone, Deserialize)]
@@ -58,6 +59,7 @@ pub struct Config {
     pub breaker: crate::guard::breaker::BreakerConfig,
     pub tickets: TicketConfig,
     pub admin: AdminConfig,
+    pub metrics: MetricsConfig,
 }
 
 impl Default for Config {
@@ -84,6 +86,7 @@ impl Default for Config {
             breaker: crate::guard::breaker::BreakerConfig::default(),
             tickets: TicketConfig::default(),
             admin: AdminConfig::default(),
+            metrics: MetricsConfig::default(),
         }
     }
 }
@@ -181,6 +184,7 @@ pub struct Settings {
     /// The admin listener, if on.
     pub admin_listen: Option<SocketAddr>,
     pub admin_token: Option<String>,
+    pub metrics: MetricsConfig,
 }
 
 impl Settings {
@@ -434,6 +438,14 @@ impl Config {
         if admin_listen.is_some_and(|a| a == listen) {
             return Err(bad("admin.listen", "must differ from listen"));
         }
+        // Series of campaigns kept longer than a month are a slow leak, not history:
+        // history is Prometheus's job.
+        if self.metrics.ended_campaign_ttl_s > 30 * 86_400 {
+            return Err(bad(
+                "metrics.ended_campaign_ttl_s",
+                "must be at most 2592000 (30 days)",
+            ));
+        }
         let admin_token = self.admin.token.clone().filter(|t| !t.is_empty());
         if admin_listen.is_some_and(|a| !a.ip().is_loopback()) && admin_token.is_none() {
             return Err(bad(
@@ -491,6 +503,7 @@ impl Config {
             tickets: self.tickets.clone(),
             admin_listen,
             admin_token,
+            metrics: self.metrics.clone(),
         })
     }
 }
@@ -620,6 +633,13 @@ mod tests {
         assert!(err.problem.contains("loopback"), "{err}");
         let (_d, c) = with_secret("listen = \"127.0.0.1:8080\"\ndemo_issuer = true");
         assert!(c.validate().is_ok());
+        let (_d, c) = with_secret("[metrics]\nended_campaign_ttl_s = 2592001");
+        assert_eq!(
+            c.validate().expect_err("too long").field,
+            "metrics.ended_campaign_ttl_s"
+        );
+        let (_d, c) = with_secret("");
+        assert_eq!(c.metrics.ended_campaign_ttl_s, 3600);
         let (_d, c) = with_secret("[admin]\nlisten = \"0.0.0.0:9090\"");
         assert_eq!(c.validate().expect_err("no token").field, "admin.token");
         let (_d, c) = with_secret("[admin]\nlisten = \"0.0.0.0:9090\"\ntoken = \"t0ken\"");

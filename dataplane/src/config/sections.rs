@@ -1,5 +1,5 @@
 //! The configuration's sections (`[http]`, `[redis_client]`, `[control]`, `[worker]`,
-//! `[tickets]`, `[admin]`) and their defaults: what each setting means, in one place.
+//! `[tickets]`, `[admin]`, `[metrics]`) and their defaults: what each setting means, in one place.
 
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -19,6 +19,23 @@ impl Default for AdminConfig {
         AdminConfig {
             listen: "127.0.0.1:9090".into(),
             token: None,
+        }
+    }
+}
+
+/// What `/metrics` shows beyond the node's own counters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// An ended campaign's series stay this long after the node first sees it ended, so
+    /// the last values get scraped, then leave `/metrics` (0: at once).
+    pub ended_campaign_ttl_s: u64,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            ended_campaign_ttl_s: 3600,
         }
     }
 }

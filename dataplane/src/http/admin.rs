@@ -82,7 +82,7 @@ async fn answer(shard: &Shard, metrics: &Metrics, req: Request<Incoming>) -> Rep
             ),
         },
         "/metrics" => {
-            let campaigns = stock(shard).await;
+            let campaigns = stock(shard, metrics).await;
             let mut r = Reply::new(metrics::render(metrics, &campaigns).into());
             r.headers_mut().insert(
                 CONTENT_TYPE,
@@ -98,11 +98,20 @@ async fn answer(shard: &Shard, metrics: &Metrics, req: Request<Incoming>) -> Rep
 }
 
 /// Every campaign's stock, summed over its partitions; campaigns Redis cannot be asked
-/// about right now are left out.
-async fn stock(shard: &Shard) -> Vec<CampaignGauges> {
+/// about right now, and those ended longer than `metrics.ended_campaign_ttl_s` ago, are
+/// left out.
+async fn stock(shard: &Shard, metrics: &Metrics) -> Vec<CampaignGauges> {
     let mut out = Vec::new();
-    for v in shard.campaigns() {
+    let views = shard.campaigns();
+    let ids: Vec<&str> = views.iter().map(|v| v.campaign.spec.id.as_str()).collect();
+    metrics.forget_except(&ids);
+    let now_ms = crate::clock::local_ms();
+    let ttl_ms = (shard.settings.metrics.ended_campaign_ttl_s as i64).saturating_mul(1000);
+    for v in &views {
         let c = &v.campaign;
+        if !metrics.shows(&c.spec.id, v.public_state(), now_ms, ttl_ms) {
+            continue;
+        }
         let mut g = CampaignGauges {
             id: c.spec.id.clone(),
             state: v.public_state(),

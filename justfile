@@ -12,7 +12,7 @@ ops := "--redis " + redis_url + " --redis-password-file data/redis/users/ops.pas
 default:
     @just --list
 
-# Install what a fresh machine lacks (redis-server); Rust itself must be there.
+# Install what a fresh machine lacks (redis-server, promtool …); Rust itself must be there.
 setup:
     #!/usr/bin/env bash
     set -euo pipefail
@@ -23,6 +23,8 @@ setup:
     command -v chromedriver >/dev/null || missing="$missing chromium chromium-driver"
     # libfaketime for the clock-skew drill.
     ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing="$missing faketime"
+    # promtool (in Debian's prometheus) checks the alert rules and the scrape config.
+    command -v promtool >/dev/null || missing="$missing prometheus"
     if [ -n "$missing" ]; then
         echo "installing$missing"
         SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
@@ -97,7 +99,8 @@ demo: redis secret content
     $bin/seckill-dataplane limits $ops set ip_rate=50 ip_burst=100 >/dev/null
     sim() {
         $bin/seckill-sim run --scenario config/scenarios/launch.toml --target http://127.0.0.1:8080 \
-            $ops --campaign "$launch" "$@" --json data/launch-report.json --plot data/launch.svg
+            $ops --campaign "$launch" "$@" --json data/launch-report.json --plot data/launch.svg \
+            --report data/launch-report.html
     }
     if [ -t 0 ] && [ -t 1 ]; then
         echo "   the console opens on it; the sale opens 5 s in and the surge lasts 13 s; press q to go on"
@@ -110,6 +113,7 @@ demo: redis secret content
     else
         sim || true
     fi
+    echo "   the launch as a page: data/launch-report.html"
     # What follows comes from one address: lift the launch's per-IP limit.
     $bin/seckill-dataplane limits $ops reset >/dev/null
     echo "== a launch through a waiting room (config/scenarios/queue.toml): who won, by when they joined and how often they looked"
@@ -151,13 +155,17 @@ demo: redis secret content
 console *ARGS: redis
     cargo run --release -q -p seckill-console -- {{ops}} --db data/orders/main.sqlite {{ARGS}}
 
-# Format check, lints, every test (they start their own redis-server), then the short fault drills.
+# Format check, lints, every test (they start their own redis-server), the alert rules with promtool, then the short fault drills.
 test: setup
     cargo fmt --all -- --check
     cargo clippy --all-targets -- -D warnings
     # The console and the simulator build without the server's runtime (glommio, io_uring).
     ! cargo tree -p seckill-console -p seckill-simulator -e normal,build,dev | grep glommio
     cargo test --workspace
+    # The alert rules, their unit tests (config/alerts.test.yml) and the example scrape config.
+    promtool check rules config/alerts.yml
+    promtool test rules config/alerts.test.yml
+    promtool check config config/prometheus.yml
     bench/drill.sh 800 short
 
 # Format the code.

@@ -70,6 +70,8 @@ pub struct Tally {
     /// Per second of the run (by planned send time): purchases answered and their
     /// latency, µs.
     pub per_second: Vec<Histogram<u64>>,
+    /// Per second of the run (by planned send time): purchases answered by outcome.
+    pub per_second_outcomes: Vec<BTreeMap<String, u64>>,
 }
 
 pub fn histogram() -> Histogram<u64> {
@@ -102,6 +104,7 @@ impl Tally {
             unsent: 0,
             last_answer: Duration::ZERO,
             per_second: Vec::new(),
+            per_second_outcomes: Vec::new(),
         }
     }
 
@@ -143,6 +146,16 @@ impl Tally {
                     let _ = mine.add(&h);
                 }
                 None => self.per_second.push(h),
+            }
+        }
+        for (i, outcomes) in o.per_second_outcomes.into_iter().enumerate() {
+            match self.per_second_outcomes.get_mut(i) {
+                Some(mine) => {
+                    for (k, n) in outcomes {
+                        *mine.entry(k).or_default() += n;
+                    }
+                }
+                None => self.per_second_outcomes.push(outcomes),
             }
         }
     }

@@ -66,6 +66,9 @@ pub struct Report {
     /// Purchases planned once the ramp after the opening is over (the steady state, without
     /// the opening's burst of new connections), from the planned instant.
     pub steady_purchase_latency: Latency,
+    /// Purchases in latency buckets, from the planned instant (the shape behind the
+    /// percentiles).
+    pub purchase_latency_distribution: Vec<Bucket>,
     /// Purchases by outcome (status and error code), from the planned instant: whether
     /// refusals stay fast when the node cannot reach Redis.
     pub purchase_latency_by_outcome: BTreeMap<String, Latency>,
@@ -171,8 +174,32 @@ impl QueueReport {
 pub struct Second {
     pub second: usize,
     pub answered: u64,
+    /// Purchases answered this second, by outcome (status and error code).
+    pub outcomes: BTreeMap<String, u64>,
     pub p50_ms: f64,
+    pub p90_ms: f64,
     pub p99_ms: f64,
+}
+
+/// One bar of the purchase latency distribution: answers slower than the bar before and
+/// no slower than `up_to_ms`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Bucket {
+    pub up_to_ms: f64,
+    pub count: u64,
+}
+
+/// Purchase latency in buckets that double from 0.25 ms, the last one holding the slowest.
+fn distribution(h: &hdrhistogram::Histogram<u64>) -> Vec<Bucket> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    h.iter_log(250, 2.0)
+        .map(|v| Bucket {
+            up_to_ms: v.value_iterated_to() as f64 / 1000.0,
+            count: v.count_since_last_iteration(),
+        })
+        .collect()
 }
 
 impl Report {
@@ -288,6 +315,11 @@ pub(crate) fn build(
         .get("purchase")
         .map(Latency::of)
         .unwrap_or_else(|| Latency::of(&engine::histogram()));
+    let purchase_latency_distribution = t
+        .routes
+        .get("purchase")
+        .map(distribution)
+        .unwrap_or_default();
     let route_latency = engine::ROUTES
         .iter()
         .filter_map(|r| t.routes.get(r).map(|h| (r.to_string(), Latency::of(h))))
@@ -336,7 +368,13 @@ pub(crate) fn build(
         .map(|(second, h)| Second {
             second,
             answered: h.len(),
+            outcomes: t
+                .per_second_outcomes
+                .get(second)
+                .cloned()
+                .unwrap_or_default(),
             p50_ms: h.value_at_quantile(0.5) as f64 / 1000.0,
+            p90_ms: h.value_at_quantile(0.9) as f64 / 1000.0,
             p99_ms: h.value_at_quantile(0.99) as f64 / 1000.0,
         })
         .collect();
@@ -368,6 +406,7 @@ pub(crate) fn build(
             .collect(),
         send_lag: Latency::of(&t.send_lag_us),
         purchase_latency,
+        purchase_latency_distribution,
         units_won,
         units_to_people: people,
         units_to_bots: bots,

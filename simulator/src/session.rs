@@ -132,6 +132,13 @@ pub(crate) async fn buy(
             .or_insert_with(histogram)
             .record(took)
             .ok();
+        if t.per_second_outcomes.len() <= second {
+            t.per_second_outcomes
+                .resize_with(second + 1, Default::default);
+        }
+        *t.per_second_outcomes[second]
+            .entry(said.clone())
+            .or_default() += 1;
         *t.outcomes.entry((a.persona, said)).or_default() += 1;
         if let Some(o) = &order {
             t.held.push((a.persona, a.user, o.clone()));

@@ -11,17 +11,20 @@
 //! - [`run`]: sets up the sale, runs, checks the ledger and thresholds;
 //! - [`report`]: what a run found, who won, its summary and the metrics of `--fail-on`;
 //! - [`plot`]: the run over time as an SVG;
+//! - [`html`]: the report as one self-contained HTML page, its charts from [`charts`];
 //! - [`fairness`]: the waiting room's fairness table, tested with [`chisq`];
 //! - [`verdict`]: thresholds as conditions on the report (`--fail-on`);
 //! - [`burst`]: a simple closed-loop burst (the demo's);
 //! - [`flood`]: malformed and slow-loris connections, to run beside a surge.
 
 pub mod burst;
+pub mod charts;
 pub mod chisq;
 pub mod earn;
 pub mod engine;
 pub mod fairness;
 pub mod flood;
+pub mod html;
 pub mod http;
 pub mod plan;
 pub mod plot;

@@ -34,6 +34,10 @@ pub struct RunArgs {
     /// Write an SVG plot of throughput and latency over time to this file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Write the report as one self-contained HTML page (charts, winners, ledger,
+    /// thresholds, fairness, scenario) to this file.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
     /// Seed of the arrival plan (the same seed, the same plan).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -130,6 +134,9 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         std::fs::write(p, crate::plot::svg(&report))
             .with_context(|| format!("--plot: writing {}", p.display()))?;
     }
+    if let Some(p) = &a.report {
+        write_report(p, &report)?;
+    }
     let json = serde_json::to_string_pretty(&report)?;
     match &a.json {
         Some(p) if p.as_os_str() == "-" => println!("{json}"),
@@ -153,6 +160,12 @@ fn resolve(url: &str) -> anyhow::Result<SocketAddr> {
         .ok()
         .and_then(|mut a| a.next())
         .with_context(|| format!("target: cannot resolve {url}"))
+}
+
+/// Writes the report as the HTML page of `--report`.
+pub fn write_report(path: &std::path::Path, report: &Report) -> anyhow::Result<()> {
+    std::fs::write(path, crate::html::page(report))
+        .with_context(|| format!("--report: writing {}", path.display()))
 }
 
 /// Runs a validated scenario and builds its report.

@@ -108,6 +108,17 @@ fn a_queued_launch_sells_every_unit_through_passes_and_its_fairness_table_shows_
     // Fast pollers looked more often than slow ones.
     let rates: Vec<f64> = f.by_polling.rows.iter().map(|r| r.looks_per_s).collect();
     assert!(rates[0] > rates[2], "{rates:?}");
+    // The HTML report shows the same table.
+    let page = seckill_simulator::html::page(&r);
+    assert!(page.contains("<h2>Waiting room</h2>"));
+    for t in [&f.by_join_time, &f.by_polling, &f.bots] {
+        assert!(page.contains(&t.test.line()), "{}", t.test.line());
+        let row = &t.rows[0];
+        assert!(page.contains(&format!(
+            "<td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>",
+            row.class, row.joined, row.won
+        )));
+    }
 
     // Equal shares, generously: each statistic below its critical value at p = 1e-4
     // (9 degrees of freedom: 33.72; 2: 18.42; 1: 15.14).

@@ -154,6 +154,15 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
     assert_eq!(per_second, r.planned);
     let svg = seckill_simulator::plot::svg(&r);
     assert!(svg.starts_with("<svg") && svg.matches("<polyline").count() == 3);
+    for second in &r.over_time {
+        assert_eq!(second.outcomes.values().sum::<u64>(), second.answered);
+    }
+    let buckets: u64 = r
+        .purchase_latency_distribution
+        .iter()
+        .map(|b| b.count)
+        .sum();
+    assert_eq!(buckets, r.planned);
 
     // The JSON carries what the summary says.
     let json: serde_json::Value = serde_json::to_value(&r).expect("json");
@@ -167,6 +176,14 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
             .as_u64()
             .expect("a count")
     )));
+    let page = html_report(dir.path(), &r, "launch");
+    assert!(page.contains("Verdict: <span class=\"pass\">PASS</span>"));
+    assert!(page.contains(&format!(
+        "{} units to people, {} to bots",
+        json["units_to_people"], json["units_to_bots"]
+    )));
+    assert!(page.contains(&format!("<td class=\"n\">{}</td>", json["ledger"]["held"])));
+    assert!(page.contains("<td>shopper</td>"));
 
     // A threshold that cannot be met fails the run.
     let mut strict = s.clone();
@@ -181,6 +198,10 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
         r.failures
     );
     assert!(summary(&r).contains("verdict: FAIL"));
+    let page = html_report(dir.path(), &r, "strict");
+    assert!(page.contains("Verdict: <span class=\"fail\">FAIL</span>"));
+    assert!(page.contains("<td>p999&lt;0.001ms</td>"), "{page}");
+    assert!(page.contains("<td>broken</td>") && page.contains("<td>met</td>"));
 
     // A campaign behind proof of work: skippers and forgers get nothing, a replayed
     // ticket buys once.
@@ -203,6 +224,29 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
     assert!(r.route_latency.contains_key("challenge") && r.route_latency.contains_key("ticket"));
     assert!(r.ledger.holds(), "{}", r.ledger);
     assert!(r.reconciliation.as_ref().is_some_and(|rec| rec.holds()));
+}
+
+/// Writes the report as `--report` does and reads it back, checking it stands alone: one
+/// HTML page with inline SVG charts and no resource fetched from anywhere.
+fn html_report(dir: &std::path::Path, r: &seckill_simulator::report::Report, name: &str) -> String {
+    let path = dir.join(format!("{name}.html"));
+    seckill_simulator::run::write_report(&path, r).expect("--report");
+    let page = std::fs::read_to_string(&path).expect("the page");
+    assert!(page.starts_with("<!DOCTYPE html>") && page.trim_end().ends_with("</html>"));
+    assert_eq!(page.matches("<html").count(), 1);
+    assert_eq!(page.matches("<svg").count(), 3, "three charts");
+    for tag in [
+        "<script", "<link", "<img", "<iframe", "@import", "url(", "src=", "href=",
+    ] {
+        assert!(!page.contains(tag), "{tag} in the page");
+    }
+    // Addresses appear only as text (the scenario's targets), never as something to
+    // fetch: the one in an attribute is the SVG namespace, a name.
+    for attribute in ["=\"http://", "=\"https://", "='http://", "='https://"] {
+        let fetched = page.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+        assert!(!fetched.contains(attribute), "{attribute} in the page");
+    }
+    page
 }
 
 /// A change that makes a valid scenario invalid.

@@ -192,6 +192,10 @@ bench-metrics ROUNDS="3" SECONDS="5":
 bench-scaling SECONDS="10" RATE="8000":
     bench/scaling.sh {{SECONDS}} {{RATE}}
 
+# How it grows: Redis CPU per purchase and node CPU per request as partitions (1-64), units per purchase (1-16) and waiting holds (10k-1M) grow; Redis memory per hold.
+bench-growth ROUNDS="3" SECONDS="2" HOLDS="1000000":
+    bench/growth.sh {{ROUNDS}} {{SECONDS}} {{HOLDS}}
+
 # The waiting room's status check with 10 vs 1M waiting: Redis memory per shopper, the look script, a node's answer with and without a receipt.
 bench-queue ROUNDS="3" SECONDS="5":
     bench/queue.sh {{ROUNDS}} {{SECONDS}}

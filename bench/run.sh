@@ -35,6 +35,7 @@ run bench/sim-vs-wrk.sh "$rounds" "$secs" 64
 run bench/metrics-cost.sh "$rounds" "$secs"
 run bench/launch.sh 1 search
 run bench/scaling.sh 10 8000
+run bench/growth.sh "$rounds" 2 1000000
 run bench/queue.sh "$rounds" "$secs"
 run bench/profile.sh 10 20
 run bench/micro.sh

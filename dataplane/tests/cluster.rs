@@ -149,9 +149,19 @@ fn check(
             .expect("read order");
         assert!(status.is_some(), "acknowledged order {id} lost");
     }
+    // Paying is idempotent, so a 503 (a master just promoted, its new replica still
+    // syncing) is retried as a client would, for as long as a purchase is.
     let client = nodes[0].client();
     for (user, id) in orders.iter().filter(|(u, _)| u % 2 == 0) {
-        let (code, v) = client.pay(id, &client.token(&format!("orbiter-{user}")));
+        let token = client.token(&format!("orbiter-{user}"));
+        let first = Instant::now();
+        let (code, v) = loop {
+            let (code, v) = client.pay(id, &token);
+            if code != 503 || first.elapsed() > Duration::from_secs(30) {
+                break (code, v);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
         assert_eq!(code, 200, "{v}");
     }
     let report = reconciled(cluster, campaign, &[nodes[0].db(), nodes[1].db()]);

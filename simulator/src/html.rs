@@ -1,11 +1,17 @@
 //! The report as one self-contained HTML page (`--report`): inline CSS and inline SVG
 //! charts, nothing fetched when it is opened. Every figure comes from [`Report`], the
-//! structure `--json` writes, so the page and the JSON agree.
+//! structure `--json` writes, so the page and the JSON agree. Each figure names its place
+//! in the JSON with a JSON pointer in `data-json`, or sits in a row that stands for an
+//! object (`data-json` on the row) under a header naming the field (`data-key`), or in a
+//! sentence that lists the pointers of the numbers it says, in order
+//! (`data-json-numbers`); the element holding a PASS or FAIL names the list that decides
+//! it in `data-verdict`. A reader, or a test, can check the one against the other.
 
 use std::fmt::Write;
 
 use crate::report::Report;
 use crate::verdict;
+use seckill_core::ledger::Ledger;
 
 const STYLE: &str = "body{font-family:sans-serif;max-width:800px;margin:2em auto;color:#222}\
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px}\
@@ -19,6 +25,22 @@ pub fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The JSON pointer (RFC 6901) of a field of the JSON report: `/ledger/held`.
+fn pointer(path: &[&str]) -> String {
+    path.iter()
+        .map(|p| format!("/{}", p.replace('~', "~0").replace('/', "~1")))
+        .collect()
+}
+
+/// A figure inline, with where the JSON report holds it.
+fn figure(path: &[&str], text: impl std::fmt::Display) -> String {
+    format!(
+        "<span data-json=\"{}\">{}</span>",
+        escape(&pointer(path)),
+        escape(&text.to_string())
+    )
+}
+
 fn verdict(ok: bool) -> &'static str {
     if ok {
         r#"<span class="pass">PASS</span>"#
@@ -27,8 +49,41 @@ fn verdict(ok: bool) -> &'static str {
     }
 }
 
+/// The attribute of the element holding a verdict: the list in the JSON report that
+/// decides it (violations, failures), PASS when it is empty.
+fn decided_by(path: &[&str]) -> String {
+    format!("data-verdict=\"{}\"", escape(&pointer(path)))
+}
+
+/// A table cell: its text and its attributes.
+struct Cell {
+    text: String,
+    attrs: String,
+}
+
+impl Cell {
+    /// A figure, with where the JSON report holds it.
+    fn json(path: &[&str], text: impl std::fmt::Display) -> Cell {
+        Cell::from(text.to_string()).with("data-json", &pointer(path))
+    }
+
+    fn with(mut self, name: &str, value: &str) -> Cell {
+        let _ = write!(self.attrs, " {name}=\"{}\"", escape(value));
+        self
+    }
+}
+
+impl From<String> for Cell {
+    fn from(text: String) -> Cell {
+        Cell {
+            text,
+            attrs: String::new(),
+        }
+    }
+}
+
 /// A table: a header row, then rows of cells; cells that parse as numbers align right.
-fn table(head: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
+fn table(head: &[&str], rows: impl IntoIterator<Item = Vec<Cell>>) -> String {
     let mut out = String::from("<table><tr>");
     for h in head {
         let _ = write!(out, "<th>{}</th>", escape(h));
@@ -36,36 +91,38 @@ fn table(head: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
     out += "</tr>";
     for row in rows {
         out += "<tr>";
-        for cell in row {
-            let class = if cell.trim_end_matches('%').parse::<f64>().is_ok() {
+        for Cell { text, attrs } in row {
+            let class = if text.trim_end_matches('%').parse::<f64>().is_ok() {
                 " class=\"n\""
             } else {
                 ""
             };
-            let _ = write!(out, "<td{class}>{}</td>", escape(&cell));
+            let _ = write!(out, "<td{class}{attrs}>{}</td>", escape(&text));
         }
         out += "</tr>";
     }
     out + "</table>\n"
 }
 
-/// Each threshold of the scenario with its value in this run, met or broken.
+/// Each threshold of the scenario with its value in this run, met or broken; the value's
+/// cell names its metric (`data-metric`, as `--fail-on` spells it).
 fn thresholds(r: &Report) -> String {
     let t = &r.scenario.thresholds;
     let mut rows = Vec::new();
     if let Some(max) = t.p99_ms {
         let v = r.purchase_latency.p99_ms;
         rows.push(vec![
-            format!("p99 ≤ {max} ms"),
-            format!("{v:.2}"),
+            format!("p99 ≤ {max} ms").into(),
+            Cell::json(&["purchase_latency", "p99_ms"], format!("{v:.2}"))
+                .with("data-metric", "p99"),
             met(v <= max),
         ]);
     }
     if let Some(max) = t.max_bot_units {
         let v = r.units_to_bots;
         rows.push(vec![
-            format!("bot units ≤ {max}"),
-            v.to_string(),
+            format!("bot units ≤ {max}").into(),
+            Cell::json(&["units_to_bots"], v).with("data-metric", "bot_wins"),
             met(v <= max),
         ]);
     }
@@ -77,8 +134,8 @@ fn thresholds(r: &Report) -> String {
     for c in conditions {
         let ok = verdict::broken(std::slice::from_ref(&c), |m| r.metric(m)).is_empty();
         rows.push(vec![
-            c.text.clone(),
-            format!("{}", r.metric(&c.metric)),
+            c.text.clone().into(),
+            Cell::from(format!("{}", r.metric(&c.metric))).with("data-metric", &c.metric),
             met(ok),
         ]);
     }
@@ -88,8 +145,8 @@ fn thresholds(r: &Report) -> String {
     table(&["threshold", "value", ""], rows)
 }
 
-fn met(ok: bool) -> String {
-    if ok { "met" } else { "broken" }.into()
+fn met(ok: bool) -> Cell {
+    String::from(if ok { "met" } else { "broken" }).into()
 }
 
 fn fairness(r: &Report) -> String {
@@ -116,7 +173,7 @@ fn fairness(r: &Report) -> String {
         out += &table(
             &["class", "joined", "won", "share", "looks/s", "refused"],
             t.rows.iter().map(|row| {
-                vec![
+                [
                     row.class.clone(),
                     row.joined.to_string(),
                     row.won.to_string(),
@@ -124,6 +181,8 @@ fn fairness(r: &Report) -> String {
                     format!("{:.2}", row.looks_per_s),
                     format!("{:.1}%", row.looks_refused * 100.0),
                 ]
+                .map(Cell::from)
+                .into()
             }),
         );
         let _ = writeln!(out, "<p>{}</p>", escape(&t.test.line()));
@@ -135,30 +194,72 @@ fn scenario(r: &Report) -> String {
     let text = toml::to_string_pretty(&r.scenario)
         .or_else(|_| serde_json::to_string_pretty(&r.scenario))
         .unwrap_or_default();
-    format!("<h2>Scenario</h2>\n<pre>{}</pre>\n", escape(&text))
+    format!(
+        "<h2>Scenario</h2>\n<pre id=\"scenario\">{}</pre>\n",
+        escape(&text)
+    )
+}
+
+/// The ledger in one row that stands for the JSON's `ledger`, each column for the field
+/// its header names in `data-key`.
+fn ledger(l: &Ledger) -> String {
+    let fields = [
+        ("remaining", "remaining", l.remaining),
+        ("in transit", "in_transit", l.in_transit),
+        ("held", "held", l.held),
+        ("sold", "sold", l.sold),
+        ("total", "total", l.total),
+        ("buyers", "buyers", l.buyers as i64),
+        ("orders", "orders", l.orders as i64),
+    ];
+    let mut out = String::from("<table><tr>");
+    for (label, key, _) in fields {
+        let _ = write!(out, "<th data-key=\"{key}\">{label}</th>");
+    }
+    let _ = write!(out, "</tr><tr data-json=\"{}\">", pointer(&["ledger"]));
+    for (_, _, value) in fields {
+        let _ = write!(out, "<td class=\"n\">{value}</td>");
+    }
+    out + "</tr></table>\n"
+}
+
+/// A chart in a figure of its own, found by its id.
+fn chart(id: &str, svg: String) -> String {
+    format!("<figure id=\"chart-{id}\">{svg}</figure>\n")
 }
 
 /// The whole page.
 pub fn page(r: &Report) -> String {
     let mut out = format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-<title>seckill run: {c}</title><style>{STYLE}</style></head><body>\n\
-<h1>Campaign {c}</h1>\n<p>Sale opened {o}; {d:.0} s; {p} planned; offered {off:.0}/s, answered {ans:.0}/s; {req} requests ({un} unanswered, {us} never sent).</p>\n",
-        c = escape(&r.campaign),
-        o = escape(&r.sale_opens),
-        d = r.scenario.duration_s,
-        p = r.planned,
-        off = r.offered_per_s,
-        ans = r.achieved_per_s,
-        req = r.requests,
-        un = r.unanswered,
-        us = r.unsent,
+<title>seckill run: {t}</title><style>{STYLE}</style></head><body>\n\
+<h1>Campaign {c}</h1>\n<p>Sale opened {o}; {d} s; {p} planned; offered {off}/s, answered {ans}/s; {req} requests ({un} unanswered, {us} never sent).</p>\n",
+        t = escape(&r.campaign),
+        c = figure(&["campaign"], &r.campaign),
+        o = figure(&["sale_opens"], &r.sale_opens),
+        d = figure(&["scenario", "duration_s"], format!("{:.0}", r.scenario.duration_s)),
+        p = figure(&["planned"], r.planned),
+        off = figure(&["offered_per_s"], format!("{:.0}", r.offered_per_s)),
+        ans = figure(&["achieved_per_s"], format!("{:.0}", r.achieved_per_s)),
+        req = figure(&["requests"], r.requests),
+        un = figure(&["unanswered"], r.unanswered),
+        us = figure(&["unsent"], r.unsent),
     );
-    let _ = writeln!(out, "<h2>Verdict: {}</h2>", verdict(r.passed()));
+    let _ = writeln!(
+        out,
+        "<h2 {}>Verdict: {}</h2>",
+        decided_by(&["failures"]),
+        verdict(r.passed())
+    );
     if !r.passed() {
         out += "<ul>";
-        for f in &r.failures {
-            let _ = write!(out, "<li>{}</li>", escape(f));
+        for (i, f) in r.failures.iter().enumerate() {
+            let _ = write!(
+                out,
+                "<li data-json=\"{}\">{}</li>",
+                pointer(&["failures", &i.to_string()]),
+                escape(f)
+            );
         }
         out += "</ul>\n";
     }
@@ -166,21 +267,23 @@ pub fn page(r: &Report) -> String {
     out += &thresholds(r);
 
     out += "<h2>Answers over the run</h2>\n";
-    out += &crate::charts::answers(r);
+    out += &chart("answers", crate::charts::answers(r));
     out += "<h2>Latency</h2>\n";
-    out += &crate::charts::percentiles(r);
-    out += &crate::charts::distribution(r);
+    out += &chart("percentiles", crate::charts::percentiles(r));
+    out += &chart("distribution", crate::charts::distribution(r));
     out += &table(
         &["route", "requests", "p50", "p90", "p99", "p99.9", "max"],
         r.route_latency.iter().map(|(route, l)| {
+            let ms =
+                |field, v: f64| Cell::json(&["route_latency", route, field], format!("{v:.2}"));
             vec![
-                route.clone(),
-                l.count.to_string(),
-                format!("{:.2}", l.p50_ms),
-                format!("{:.2}", l.p90_ms),
-                format!("{:.2}", l.p99_ms),
-                format!("{:.2}", l.p999_ms),
-                format!("{:.2}", l.max_ms),
+                route.clone().into(),
+                Cell::json(&["route_latency", route, "count"], l.count),
+                ms("p50_ms", l.p50_ms),
+                ms("p90_ms", l.p90_ms),
+                ms("p99_ms", l.p99_ms),
+                ms("p999_ms", l.p999_ms),
+                ms("max_ms", l.max_ms),
             ]
         }),
     );
@@ -191,61 +294,54 @@ pub fn page(r: &Report) -> String {
         &["persona", "units"],
         r.units_won
             .iter()
-            .map(|(p, n)| vec![p.clone(), n.to_string()]),
+            .map(|(p, n)| vec![p.clone().into(), Cell::json(&["units_won", p], n)]),
     );
     let _ = writeln!(
         out,
-        "<p>{} units to people, {} to bots; {} paid, {} saw their order delivered, {} downloaded it.</p>",
+        "<p data-json-numbers=\"{}\">{} units to people, {} to bots; {} paid, {} saw their order delivered, {} downloaded it.</p>",
+        ["units_to_people", "units_to_bots", "paid", "delivered", "downloaded"]
+            .map(|f| pointer(&[f]))
+            .join(" "),
         r.units_to_people, r.units_to_bots, r.paid, r.delivered, r.downloaded
     );
     out += &table(
         &["persona", "outcome", "answers"],
         r.outcomes.iter().flat_map(|(p, o)| {
-            o.iter()
-                .map(move |(o, n)| vec![p.clone(), o.clone(), n.to_string()])
+            o.iter().map(move |(o, n)| {
+                vec![
+                    p.clone().into(),
+                    o.clone().into(),
+                    Cell::json(&["outcomes", p, o], n),
+                ]
+            })
         }),
     );
 
     out += "<h2>Ledger</h2>\n";
     let l = &r.ledger;
-    out += &table(
-        &[
-            "remaining",
-            "in transit",
-            "held",
-            "sold",
-            "total",
-            "buyers",
-            "orders",
-        ],
-        [vec![
-            l.remaining.to_string(),
-            l.in_transit.to_string(),
-            l.held.to_string(),
-            l.sold.to_string(),
-            l.total.to_string(),
-            l.buyers.to_string(),
-            l.orders.to_string(),
-        ]],
-    );
+    out += &ledger(l);
     let _ = writeln!(
         out,
-        "<p>Ledger: {} {}</p>",
+        "<p {}>Ledger: {} {}</p>",
+        decided_by(&["ledger", "violations"]),
         verdict(l.holds()),
         escape(&l.violations.join("; "))
     );
     if let Some(rec) = &r.reconciliation {
+        // A list's figure is its length.
+        let count = |field, list: usize| figure(&["reconciliation", field], list);
         let _ = writeln!(
             out,
-            "<p>Reconciliation with {}: {} missing {}, undelivered {}, delivered twice {}, codes reused {}; streams: {} pending, {} unread. {}</p>",
+            "<p {}>Reconciliation with {}: {} missing {}, undelivered {}, delivered twice {}, codes reused {}; streams: {} pending, {} unread. {}</p>",
+            decided_by(&["reconciliation", "violations"]),
             escape(&rec.stores.join(", ")),
             verdict(rec.holds()),
-            rec.missing.len(),
-            rec.undelivered.len(),
-            rec.delivered_twice.len(),
-            rec.codes_reused.len(),
-            rec.streams.pending,
-            rec.streams.lag,
+            count("missing", rec.missing.len()),
+            count("undelivered", rec.undelivered.len()),
+            count("delivered_twice", rec.delivered_twice.len()),
+            count("codes_reused", rec.codes_reused.len()),
+            figure(&["reconciliation", "streams", "pending"], rec.streams.pending),
+            figure(&["reconciliation", "streams", "lag"], rec.streams.lag),
             escape(&rec.violations.join("; ")),
         );
     }

@@ -9,6 +9,11 @@ use crate::report::Report;
 
 const SIZE: (u32, u32) = (760, 300);
 const FONT: &str = "sans-serif";
+/// The legend's strip on the right of a chart: plotters draws its own legend inside the
+/// plot, over the bars and lines, so the legend gets room of its own.
+const LEGEND_WIDTH: u32 = 180;
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 
 type Drawn = Result<(), Box<dyn std::error::Error>>;
 
@@ -16,7 +21,7 @@ type Drawn = Result<(), Box<dyn std::error::Error>>;
 type Percentile = (&'static str, fn(&crate::report::Second) -> f64, RGBColor);
 
 /// Draws into a fresh SVG string; a chart that cannot be drawn says so instead.
-fn svg(draw: impl FnOnce(DrawingArea<SVGBackend, plotters::coord::Shift>) -> Drawn) -> String {
+fn svg(draw: impl FnOnce(Area) -> Drawn) -> String {
     let mut out = String::new();
     let drawn = {
         let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
@@ -29,6 +34,26 @@ fn svg(draw: impl FnOnce(DrawingArea<SVGBackend, plotters::coord::Shift>) -> Dra
             crate::html::escape(&e.to_string())
         ),
     }
+}
+
+/// A white chart with its legend strip: the plot's area, and the legend's.
+fn with_legend(root: Area) -> Result<(Area, Area), Box<dyn std::error::Error>> {
+    root.fill(&WHITE)?;
+    Ok(root.split_horizontally(SIZE.0 - LEGEND_WIDTH))
+}
+
+/// The legend in its strip: a swatch (a bar's, or a line's) and a name per series.
+fn legend(area: &Area, entries: &[(&str, RGBColor)], line: bool) -> Drawn {
+    for (i, (name, c)) in entries.iter().enumerate() {
+        let y = 45 + 20 * i as i32;
+        if line {
+            area.draw(&PathElement::new([(5, y), (20, y)], c.stroke_width(2)))?;
+        } else {
+            area.draw(&Rectangle::new([(8, y - 5), (18, y + 5)], c.filled()))?;
+        }
+        area.draw(&Text::new(name.to_string(), (26, y - 7), (FONT, 14)))?;
+    }
+    Ok(())
 }
 
 /// A colour per outcome: green for held orders, the palette for the rest.
@@ -57,8 +82,8 @@ pub fn answers(r: &Report) -> String {
         .unwrap_or(0)
         .max(1) as f64;
     svg(|root| {
-        root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
+        let (plot, side) = with_legend(root)?;
+        let mut chart = ChartBuilder::on(&plot)
             .caption("purchases answered per second, by outcome", (FONT, 20))
             .margin(10)
             .x_label_area_size(35)
@@ -68,8 +93,10 @@ pub fn answers(r: &Report) -> String {
             .configure_mesh()
             .x_desc("seconds into the run (planned send time)")
             .y_desc("answers/s")
+            .y_label_formatter(&|y| format!("{y:.0}"))
             .label_style((FONT, 14))
             .draw()?;
+        let mut entries = Vec::new();
         for (i, outcome) in outcomes.iter().enumerate() {
             let c = colour(outcome, i);
             let bars = r.over_time.iter().map(|s| {
@@ -86,19 +113,11 @@ pub fn answers(r: &Report) -> String {
                     c.filled(),
                 )
             });
-            chart
-                .draw_series(bars)?
-                .label(*outcome)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
+            chart.draw_series(bars)?;
+            entries.push((*outcome, c));
         }
-        chart
-            .configure_series_labels()
-            .label_font((FONT, 14))
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()?;
-        root.present()?;
+        legend(&side, &entries, false)?;
+        plot.present()?;
         Ok(())
     })
 }
@@ -108,8 +127,8 @@ pub fn percentiles(r: &Report) -> String {
     let seconds = r.over_time.len().max(1) as f64;
     let top = r.over_time.iter().map(|s| s.p99_ms).fold(1.0, f64::max);
     svg(|root| {
-        root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
+        let (plot, side) = with_legend(root)?;
+        let mut chart = ChartBuilder::on(&plot)
             .caption("purchase latency from the planned send, ms", (FONT, 20))
             .margin(10)
             .x_label_area_size(35)
@@ -126,37 +145,38 @@ pub fn percentiles(r: &Report) -> String {
             ("p90", |s| s.p90_ms, RGBColor(255, 127, 14)),
             ("p99", |s| s.p99_ms, RGBColor(214, 39, 40)),
         ];
-        for (name, value, c) in lines {
+        for (_, value, c) in lines {
             let points = r
                 .over_time
                 .iter()
                 .filter(|s| s.answered > 0)
                 .map(|s| (s.second as f64 + 0.5, value(s)));
-            chart
-                .draw_series(LineSeries::new(points, c.stroke_width(2)))?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 15, y)], c.stroke_width(2)));
+            chart.draw_series(LineSeries::new(points, c.stroke_width(2)))?;
         }
-        chart
-            .configure_series_labels()
-            .label_font((FONT, 14))
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()?;
-        root.present()?;
+        let entries = lines.map(|(name, _, c)| (name, c));
+        legend(&side, &entries, true)?;
+        plot.present()?;
         Ok(())
     })
 }
 
-/// How many purchases were answered within each doubling latency bucket.
+/// How many purchases were answered within each doubling latency bucket: bar `i` stands
+/// between the bounds under its edges, `i` (the bucket before's, 0 for the first) and
+/// `i + 1` (its own).
 pub fn distribution(r: &Report) -> String {
     let buckets = &r.purchase_latency_distribution;
     let top = buckets.iter().map(|b| b.count).max().unwrap_or(0).max(1) as f64;
-    let labels: Vec<String> = buckets
-        .iter()
-        .map(|b| format!("≤{}", trim(b.up_to_ms)))
+    let edges: Vec<String> = std::iter::once("0".to_string())
+        .chain(buckets.iter().map(|b| trim(b.up_to_ms)))
         .collect();
+    let edge = |x: &f64| {
+        let i = x.round();
+        if (x - i).abs() < 1e-6 {
+            edges.get(i as usize).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
     svg(|root| {
         root.fill(&WHITE)?;
         let mut chart = ChartBuilder::on(&root)
@@ -169,8 +189,9 @@ pub fn distribution(r: &Report) -> String {
             .configure_mesh()
             .disable_x_mesh()
             .x_labels(buckets.len().max(1) + 1)
-            .x_label_formatter(&|x| labels.get(x.floor() as usize).cloned().unwrap_or_default())
-            .x_desc("answered within, ms")
+            .x_label_formatter(&edge)
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .x_desc("answered within, ms (bucket bounds)")
             .y_desc("purchases")
             .label_style((FONT, 13))
             .draw()?;

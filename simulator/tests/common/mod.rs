@@ -1,7 +1,10 @@
 //! A stack of its own for each test: a redis-server with the managed users on a free
-//! port in a temporary directory, and data plane nodes with their order workers.
+//! port in a temporary directory, and data plane nodes with their order workers; and a
+//! headless browser, for the pages the simulator writes.
 
 #![allow(dead_code)]
+
+pub mod webdriver;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,135 @@
+//! Headless Chromium driven through chromedriver (WebDriver over HTTP), started as the
+//! data plane's browser tests start it: Debian's chromium and chromedriver, a chromedriver
+//! of the test's own on a free port, and a fresh, empty profile.
+
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// A chromedriver and one browser session in it; both end when dropped.
+pub struct Browser {
+    driver: Child,
+    base: String,
+    session: String,
+    http: ureq::Agent,
+    profile: tempfile::TempDir,
+}
+
+impl Browser {
+    pub fn start() -> Browser {
+        for bin in [CHROMIUM, CHROMEDRIVER] {
+            assert!(
+                Path::new(bin).exists(),
+                "{bin} is missing: run `just setup` (it installs chromium and chromium-driver)"
+            );
+        }
+        let port = super::free_port();
+        let driver = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let http = ureq::AgentBuilder::new()
+            .timeout_connect(Duration::from_secs(5))
+            .timeout(Duration::from_secs(60))
+            .build();
+        let base = format!("http://127.0.0.1:{port}");
+        super::wait_for("chromedriver", || {
+            http.get(&format!("{base}/status")).call().is_ok()
+        });
+        let profile = tempfile::tempdir().expect("a profile directory");
+        let caps = json!({ "capabilities": { "alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                         "--disable-background-networking", "--disable-component-update",
+                         "--disable-sync", "--disable-dev-shm-usage", "--window-size=1000,1000",
+                         format!("--user-data-dir={}", profile.path().display())]
+            }
+        }}});
+        let session = http
+            .post(&format!("{base}/session"))
+            .send_json(caps)
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.into_json::<Value>().map_err(|e| e.to_string()));
+        let mut browser = Browser {
+            driver,
+            base,
+            session: String::new(),
+            http,
+            profile,
+        };
+        // Dropped on a failure from here on: the driver does not outlive the test.
+        let v = session.unwrap_or_else(|e| panic!("a browser session: {e}"));
+        browser.session = v["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session id: {v}"))
+            .to_string();
+        browser
+    }
+
+    fn call(&self, path: &str, body: Value) -> Value {
+        let url = format!("{}/session/{}{path}", self.base, self.session);
+        match self.http.post(&url).send_json(body) {
+            Ok(r) => r.into_json::<Value>().expect("json")["value"].take(),
+            Err(ureq::Error::Status(code, r)) => panic!(
+                "webdriver {path}: {code} {}",
+                r.into_string().unwrap_or_default()
+            ),
+            Err(e) => panic!("webdriver {path}: {e}"),
+        }
+    }
+
+    /// Opens a page and waits for it to load.
+    pub fn open(&self, url: &str) {
+        self.call("/url", json!({ "url": url }));
+    }
+
+    /// Runs a script's body in the page; what it returns, as JSON.
+    pub fn js(&self, script: &str) -> Value {
+        self.call("/execute/sync", json!({ "script": script, "args": [] }))
+    }
+
+    /// Processes still running with this browser's profile: its Chromium, if ending the
+    /// session left any behind.
+    fn leftovers(&self) -> Vec<String> {
+        let flag = format!("--user-data-dir={}", self.profile.path().display());
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        procs
+            .flatten()
+            .filter_map(|p| {
+                let pid = p.file_name().to_str()?.parse::<u32>().ok()?;
+                let cmdline = std::fs::read(p.path().join("cmdline")).ok()?;
+                cmdline
+                    .split(|b| *b == 0)
+                    .any(|arg| arg == flag.as_bytes())
+                    .then(|| pid.to_string())
+            })
+            .collect()
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let _ = self
+                .http
+                .delete(&format!("{}/session/{}", self.base, self.session))
+                .call();
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+        let left = self.leftovers();
+        if !left.is_empty() {
+            let _ = Command::new("kill").arg("-9").args(&left).status();
+        }
+    }
+}

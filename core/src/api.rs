@@ -15,8 +15,10 @@ type Text<'a> = Cow<'a, str>;
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PurchaseBody {
-    /// Units to buy, 1 to the campaign's `per_user_limit`.
-    #[serde(default = "one")]
+    /// Units to buy, 1 to the campaign's `per_user_limit` (more is refused as over the
+    /// limit). Any JSON integer, `2.0` included.
+    #[serde(default = "one", deserialize_with = "integer")]
+    #[schemars(range(min = 1))]
     pub quantity: i64,
     /// The qualification ticket, for campaigns that require one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -27,10 +29,39 @@ fn one() -> i64 {
     1
 }
 
+/// A JSON integer: a number without a fraction, however it is written (`2`, `2.0`,
+/// `2e0`), as JSON Schema counts integers.
+fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    struct Integer;
+    impl serde::de::Visitor<'_> for Integer {
+        type Value = i64;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an integer")
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<i64, E> {
+            Ok(v)
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<i64, E> {
+            i64::try_from(v).map_err(|_| E::custom("integer out of range"))
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<i64, E> {
+            // Beyond 2^53 an f64 no longer tells integers apart; i64's range is wider.
+            if v.fract() == 0.0 && v.abs() <= 9_007_199_254_740_992.0 {
+                Ok(v as i64)
+            } else {
+                Err(E::custom(format!("{v} is not an integer")))
+            }
+        }
+    }
+    d.deserialize_any(Integer)
+}
+
 /// `POST /api/session`: the demo issuer's sign-in.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionBody {
+    /// 1-64 of letters, digits and `_ - @ + .`.
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_@+.-]{1,64}$"))]
     pub user_id: String,
 }
 

@@ -91,7 +91,8 @@ fn bad_requests_get_a_clear_json_error() {
     let cases: &[(&str, &str, Option<&str>, u16, &str)] = &[
         ("POST", p, Some("{\"quantity\": 0}"), 400, "bad_request"),
         ("POST", p, Some("{\"quantity\": -1}"), 400, "bad_request"),
-        ("POST", p, Some("{\"quantity\": 3}"), 400, "bad_request"),
+        ("POST", p, Some("{\"quantity\": 3}"), 409, "limit_reached"),
+        ("POST", p, Some("{\"quantity\": 1.5}"), 400, "bad_request"),
         (
             "POST",
             p,
@@ -149,6 +150,19 @@ fn bad_requests_get_a_clear_json_error() {
             "{method} {path} {body:?}"
         );
         assert!(v["message"].is_string(), "{method} {path}");
+    }
+    // A wrong method is told which ones the route takes.
+    for (method, path, allow) in [
+        ("DELETE", "/api/campaigns/s", "GET"),
+        ("GET", p, "POST"),
+        ("PUT", "/api/campaigns/s/queue", "GET, POST"),
+    ] {
+        match c.agent.request(method, &node.url(path)).call() {
+            Err(ureq::Error::Status(405, r)) => {
+                assert_eq!(r.header("Allow"), Some(allow), "{method} {path}")
+            }
+            other => panic!("{method} {path}: {other:?}"),
+        }
     }
     // A body over the limit.
     let big = format!("{{\"quantity\": 1, \"pad\": \"{}\"}}", "x".repeat(10_000));

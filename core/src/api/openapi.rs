@@ -54,6 +54,11 @@ fn body(schema: &str) -> Value {
     json!({ "required": true, "content": { "application/json": { "schema": reference(schema) } } })
 }
 
+/// A body that may be left out: an empty one reads as `{}`.
+fn optional_body(schema: &str) -> Value {
+    json!({ "required": false, "content": { "application/json": { "schema": reference(schema) } } })
+}
+
 const BEARER: &[&str] = &["shopper"];
 
 fn op(
@@ -174,6 +179,8 @@ pub fn openapi() -> Value {
         "paths": {
             "/api/time": { "get": op("The sale's clock (Redis's)", &[], vec![], None,
                 answers(json_answer("now", reference("Time")), &[429])) },
+            "/api/openapi.json": { "get": op("This description", &[], vec![], None,
+                answers(json_answer("the OpenAPI description", json!({ "type": "object" })), &[429])) },
             "/api/session": { "post": op("A token for any user: the demo issuer, off unless demo_issuer is on (on loopback only)", &[], vec![], Some(body("SessionBody")),
                 answers(json_answer("a signed token", reference("Session")), &[400, 404, 408, 413, 429])) },
             "/api/campaigns": { "get": op("Every published campaign", &[], vec![], None,
@@ -181,15 +188,20 @@ pub fn openapi() -> Value {
             "/api/campaigns/{id}": { "get": op("One campaign", &[], vec![id()], None,
                 answers(json_answer("the campaign", reference("CampaignInfo")), &[404, 429, 503])) },
             "/api/campaigns/{id}/events": { "get": op("The campaign's state and stock as Server-Sent Events (`event: campaign`, data: a CampaignInfo)", &[], vec![id()], None,
-                answers(text("the event stream", "text/event-stream"), &[404, 429, 503])) },
-            "/api/campaigns/{id}/purchase": { "post": op("Hold units: one script on the buyer's partition", BEARER, vec![id(), idempotency], Some(body("PurchaseBody")),
+                answers(json!({ "description": "the event stream: each event's data is the campaign as a CampaignInfo",
+                    "content": { "text/event-stream": { "schema": { "type": "object", "properties": {
+                        "event": { "const": "campaign" },
+                        "data": { "type": "string", "contentMediaType": "application/json", "contentSchema": reference("CampaignInfo") },
+                        "retry": { "type": "integer", "minimum": 0 } },
+                        "required": ["event", "data"] } } } }), &[404, 429, 503])) },
+            "/api/campaigns/{id}/purchase": { "post": op("Hold units: one script on the buyer's partition", BEARER, vec![id(), idempotency], Some(optional_body("PurchaseBody")),
                 answers(json_answer("held", reference("Held")), &[400, 401, 403, 404, 408, 409, 410, 413, 425, 429, 503])) },
             "/api/campaigns/{id}/challenge": { "post": op("A proof-of-work challenge (campaigns with require_ticket)", BEARER, vec![id()], None,
                 answers(json_answer("the challenge", reference("Challenge")), &[401, 403, 404, 410, 425, 429, 503])) },
             "/api/campaigns/{id}/ticket": { "post": op("A ticket for a solved challenge; the same live ticket to a user who holds one", BEARER, vec![id()], Some(body("SolutionBody")),
                 answers(json_answer("the ticket", reference("Ticket")), &[400, 401, 403, 404, 408, 409, 410, 413, 425, 429, 503])) },
             "/api/campaigns/{id}/queue": {
-                "post": op("Join the waiting room (again: the same place); with require_ticket, the body's ticket is the proof of work's", BEARER, vec![id()], Some(body("JoinBody")),
+                "post": op("Join the waiting room (again: the same place); with require_ticket, the body's ticket is the proof of work's", BEARER, vec![id()], Some(optional_body("JoinBody")),
                     answers(json_answer("the shopper's standing", reference("QueueStatus")), &[400, 401, 403, 404, 408, 413, 429, 503])),
                 "get": op("The shopper's standing in the waiting room; with the last answer's receipt, answered without Redis until the shopper's turn", BEARER, vec![id(), receipt], None,
                     answers(json_answer("the shopper's standing", reference("QueueStatus")), &[401, 404, 429, 503])) },
@@ -199,8 +211,8 @@ pub fn openapi() -> Value {
                 answers(json_answer("paid", reference("Paid")), &[401, 403, 404, 410, 429, 503])) },
             "/dl/{token}": { "get": op("The campaign's file, for a signed download link", &[], vec![path_id("token", "the link's signed token")], None,
                 answers(text("the file", "application/octet-stream"), &[403, 404, 410, 429, 503])) },
-            "/c/{id}": { "get": op("The campaign's page for shoppers", &[], vec![id()], None,
-                answers(text("the page", "text/html"), &[429])) },
+            "/c/{id}": { "get": op("The campaign's page for shoppers (any well-formed id: the page reads the campaign itself)", &[], vec![id()], None,
+                answers(text("the page", "text/html"), &[404, 429])) },
             "/static/{name}": { "get": op("What the page loads", &[], vec![path_id("name", "app.js or app.css")], None,
                 answers(text("the file", "text/javascript"), &[404, 429])) },
             "/healthz": { "servers": admin, "get": op("The process answers", &["admin"], vec![], None,

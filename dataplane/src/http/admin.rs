@@ -64,10 +64,15 @@ async fn answer(shard: &Shard, metrics: &Metrics, req: Request<Incoming>) -> Rep
         }
     }
     if req.method() != Method::GET {
-        return json(
+        let mut r = json(
             StatusCode::METHOD_NOT_ALLOWED,
             &json!({ "error": "method_not_allowed", "message": "the admin routes are GET only" }),
         );
+        r.headers_mut().insert(
+            hyper::header::ALLOW,
+            hyper::header::HeaderValue::from_static("GET"),
+        );
+        return r;
     }
     match req.uri().path() {
         "/healthz" => json(StatusCode::OK, &json!({ "status": "ok" })),

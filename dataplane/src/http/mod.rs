@@ -222,6 +222,7 @@ async fn dispatch(shard: &Shard, req: Request<Incoming>) -> (Endpoint, Result<Re
         Route::Download(token) => routes::download::get(shard, token).await,
         Route::Page(id) => routes::page::page(id, &req),
         Route::Asset(name) => routes::page::asset(name, &req),
+        Route::Description => Ok(routes::page::description(&req)),
         Route::Queue(id, true) => routes::queue::join(shard, id, req).await,
         Route::Queue(id, false) => routes::queue::look(shard, id, &req).await,
         // Streams are opened in `respond`, which owns the shard's handle they keep.

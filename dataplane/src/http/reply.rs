@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
+use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{Response, StatusCode};
 use serde::Serialize;
 
@@ -36,12 +36,19 @@ pub enum ApiError {
     Unauthenticated(&'static str),
     NotFound,
     UnknownCampaign,
-    MethodNotAllowed,
+    /// A known route with another method; `allow` lists the route's methods.
+    MethodNotAllowed {
+        allow: &'static str,
+    },
     SoldOut,
     NotEnough {
         remaining: i64,
     },
     LimitReached,
+    /// More units in one purchase than the campaign lets one buyer have.
+    OverLimit {
+        limit: u32,
+    },
     Paused,
     NotStarted {
         starts_at_ms: Option<i64>,
@@ -115,10 +122,10 @@ impl ApiError {
             Unauthenticated(_) => Outcome::Unauthenticated,
             NotFound => Outcome::NotFound,
             UnknownCampaign => Outcome::UnknownCampaign,
-            MethodNotAllowed => Outcome::MethodNotAllowed,
+            MethodNotAllowed { .. } => Outcome::MethodNotAllowed,
             SoldOut => Outcome::SoldOut,
             NotEnough { .. } => Outcome::NotEnoughStock,
-            LimitReached => Outcome::LimitReached,
+            LimitReached | OverLimit { .. } => Outcome::LimitReached,
             Paused => Outcome::Paused,
             NotStarted { .. } => Outcome::NotStarted,
             Ended => Outcome::Ended,
@@ -157,10 +164,11 @@ impl ApiError {
             Unauthenticated(m) => (*m).into(),
             NotFound => "no such resource".into(),
             UnknownCampaign => "no such campaign".into(),
-            MethodNotAllowed => "method not allowed on this route".into(),
+            MethodNotAllowed { .. } => "method not allowed on this route".into(),
             SoldOut => "every unit is held or sold".into(),
             NotEnough { remaining } => format!("only {remaining} units left"),
             LimitReached => "you already hold the most units one buyer may have".into(),
+            OverLimit { limit } => format!("quantity: at most {limit} units per buyer"),
             Paused => "the sale is paused".into(),
             NotStarted { .. } => "the sale has not started".into(),
             Ended => "the sale has ended".into(),
@@ -228,6 +236,10 @@ impl ApiError {
         if let Some(s) = retry_after {
             r.headers_mut()
                 .insert(RETRY_AFTER, HeaderValue::from(s.max(1)));
+        }
+        if let ApiError::MethodNotAllowed { allow } = self {
+            r.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static(allow));
         }
         // The rest of the body was never read: the connection cannot carry another
         // request, and the client must not reuse it.

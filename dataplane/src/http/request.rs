@@ -25,6 +25,8 @@ pub enum Route<'a> {
     /// The campaign's page, and the files it loads.
     Page(&'a str),
     Asset(&'a str),
+    /// The API's OpenAPI description.
+    Description,
     /// The waiting room: join (`POST`) or look (`GET`).
     Queue(&'a str, bool),
 }
@@ -45,7 +47,7 @@ impl<'a> Route<'a> {
             Route::Download(_) => Endpoint::Download,
             Route::Events(_) => Endpoint::Events,
             Route::Page(_) => Endpoint::Page,
-            Route::Asset(_) => Endpoint::Asset,
+            Route::Asset(_) | Route::Description => Endpoint::Asset,
             Route::Queue(..) => Endpoint::Queue,
         }
     }
@@ -82,6 +84,7 @@ impl<'a> Route<'a> {
         }
         let (route, allowed) = match &segments[..n] {
             ["api", "time"] => (Route::Time, Method::GET),
+            ["api", "openapi.json"] => (Route::Description, Method::GET),
             ["api", "session"] => (Route::Session, Method::POST),
             ["api", "campaigns"] => (Route::Campaigns, Method::GET),
             ["api", "campaigns", id] => (Route::Campaign(id), Method::GET),
@@ -98,15 +101,17 @@ impl<'a> Route<'a> {
                 return match *method {
                     Method::POST => Ok(Route::Queue(id, true)),
                     Method::GET => Ok(Route::Queue(id, false)),
-                    _ => Err(ApiError::MethodNotAllowed),
+                    _ => Err(ApiError::MethodNotAllowed { allow: "GET, POST" }),
                 }
             }
             _ => return Err(ApiError::NotFound),
         };
         if *method == allowed {
             Ok(route)
+        } else if allowed == Method::GET {
+            Err(ApiError::MethodNotAllowed { allow: "GET" })
         } else {
-            Err(ApiError::MethodNotAllowed)
+            Err(ApiError::MethodNotAllowed { allow: "POST" })
         }
     }
 }
@@ -169,7 +174,7 @@ mod tests {
         );
         assert_eq!(
             Route::of(&Method::GET, "/api/campaigns/c/purchase"),
-            Err(ApiError::MethodNotAllowed)
+            Err(ApiError::MethodNotAllowed { allow: "POST" })
         );
         assert_eq!(Route::of(&Method::GET, "/nope"), Err(ApiError::NotFound));
         assert_eq!(

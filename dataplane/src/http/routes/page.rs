@@ -2,6 +2,7 @@
 //! loads. Plain files built into the binary, each with a strong ETag (SHA-256 of its
 //! bytes) and a `Cache-Control` a CDN can follow; a matching `If-None-Match` gets 304.
 //! The page is the same for every campaign: it reads the id from its address.
+//! `GET /api/openapi.json` (the API's description) is served the same way.
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -82,6 +83,13 @@ static STYLE: Asset = Asset::new(
     "public, max-age=300",
 );
 
+/// The API's description, as committed (a test keeps it equal to what the types make).
+static DESCRIPTION: Asset = Asset::new(
+    include_str!("../../../../docs/openapi.json"),
+    "application/json",
+    "public, max-age=300",
+);
+
 pub fn page(id: &str, req: &Request<Incoming>) -> Result<Reply, ApiError> {
     if !crate::campaign::valid_id(id) {
         return Err(ApiError::UnknownCampaign);
@@ -95,4 +103,8 @@ pub fn asset(name: &str, req: &Request<Incoming>) -> Result<Reply, ApiError> {
         "app.css" => Ok(STYLE.serve(req)),
         _ => Err(ApiError::NotFound),
     }
+}
+
+pub fn description(req: &Request<Incoming>) -> Reply {
+    DESCRIPTION.serve(req)
 }

@@ -65,6 +65,9 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
         Err(e) => return before_body(req, e).await,
     };
     let body: PurchaseBody = read_json(shard, req).await?;
+    if body.quantity < 1 {
+        return Err(ApiError::BadRequest("quantity: must be at least 1".into()));
+    }
 
     // The shard's own verdict, taken before any Redis call.
     let (partitions, limit, needs_ticket, pass_ttl_s, refusal) = shard
@@ -108,10 +111,8 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
         return first_answer_or(shard, id, partitions, &user, idem.as_deref(), refusal).await;
     }
 
-    if body.quantity < 1 || body.quantity > i64::from(limit) {
-        return Err(ApiError::BadRequest(format!(
-            "quantity: must be between 1 and {limit}"
-        )));
+    if body.quantity > i64::from(limit) {
+        return Err(ApiError::OverLimit { limit });
     }
     // With a waiting room the ticket is its pass (the proof of work, if any, was the
     // price of joining); else the proof of work's ticket, for a campaign that asks one.

@@ -30,6 +30,8 @@ setup:
         SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
         $SUDO apt-get update -qq && $SUDO apt-get install -y -qq $missing >/dev/null
     fi
+    # Schemathesis (PyPI) checks the API against its OpenAPI description.
+    command -v schemathesis >/dev/null || pip install --quiet 'schemathesis>=4,<5'
 
 # Create data/secret, the HMAC secret shared by the nodes, unless it exists (mode 0600
 # from the start: umask, not a chmod after the write).

@@ -6,19 +6,41 @@
 //!
 //! A node measures the offset with `TIME` on its shards' connections at every control
 //! poll: the midpoint of the round trip against Redis's answer, kept only from round
-//! trips short enough to bound the error. A node whose offset exceeds
-//! `control.max_clock_skew_ms` reports itself not ready: a clock that far off points to a
-//! broken time service on that machine. Other processes (the CLI, the console, the
-//! simulator, a standalone worker) measure it on connecting ([`sync`]).
+//! trips short enough to bound the error. Every shard samples, so the process keeps the
+//! most precise recent sample (the shortest round trip of the last [`FRESH`]), not the
+//! last one, and the sale's clock never steps back: [`now_ms`] is the highest value it
+//! has given, so a smaller offset slows it down until real time catches up.
+//!
+//! A node reports itself not ready while its offset exceeds `control.max_clock_skew_ms`
+//! (a clock that far off points to a broken time service on that machine), and while it
+//! has no sample of the last [`STALE`] (every round trip too slow to say where Redis's
+//! clock is). Other processes (the CLI, the console, the simulator, a standalone worker)
+//! measure it on connecting ([`sync`]).
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 static OFFSET_MS: AtomicI64 = AtomicI64::new(0);
 static MEASURED: AtomicBool = AtomicBool::new(false);
+/// The highest value [`now_ms`] has given.
+static HIGHEST_MS: AtomicI64 = AtomicI64::new(0);
+/// The sample the offset comes from: its round trip, and when it was taken.
+static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
+
+#[derive(Debug, Clone, Copy)]
+struct Kept {
+    rtt: Duration,
+    at: Instant,
+}
 
 /// A round trip longer than this says too little about when Redis read its clock.
 pub const MAX_SAMPLE_RTT: Duration = Duration::from_millis(40);
+/// A kept sample gives way to a less precise one after this long, so that the offset
+/// follows a drifting clock.
+pub const FRESH: Duration = Duration::from_secs(2);
+/// With no sample for this long, the offset is no longer known.
+pub const STALE: Duration = Duration::from_secs(10);
 
 /// Milliseconds since the Unix epoch, by this machine's clock.
 pub fn local_ms() -> i64 {
@@ -28,14 +50,23 @@ pub fn local_ms() -> i64 {
 }
 
 /// Milliseconds since the Unix epoch on the sale's clock: this machine's, corrected by
-/// the last offset measured against Redis (none yet: uncorrected).
+/// the offset measured against Redis (none yet: uncorrected), and never less than it
+/// gave before in this process.
 pub fn now_ms() -> i64 {
-    local_ms() + OFFSET_MS.load(Relaxed)
+    let now = local_ms() + OFFSET_MS.load(Relaxed);
+    let before = HIGHEST_MS.fetch_max(now, Relaxed);
+    now.max(before)
 }
 
 /// Redis's clock minus this machine's, once measured.
 pub fn offset_ms() -> Option<i64> {
     MEASURED.load(Relaxed).then(|| OFFSET_MS.load(Relaxed))
+}
+
+/// How long ago the kept sample was taken, if there is one.
+pub fn sample_age() -> Option<Duration> {
+    let kept = *KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    kept.map(|k| k.at.elapsed())
 }
 
 /// The offset one `TIME` round trip shows: this machine's clock just before sending
@@ -46,10 +77,27 @@ pub fn sample(sent_ms: i64, redis_ms: i64, received_ms: i64, rtt: Duration) -> O
         .then(|| redis_ms - (sent_ms + received_ms) / 2)
 }
 
-/// Keeps the offset of one round trip (see [`sample`]); returns whether it was kept.
+/// Keeps the offset of one round trip (see [`sample`]) unless a more precise sample of
+/// the last [`FRESH`] is kept; returns whether it was kept.
 pub fn observe(sent_ms: i64, redis_ms: i64, received_ms: i64, rtt: Duration) -> bool {
-    let offset = sample(sent_ms, redis_ms, received_ms, rtt);
-    offset.inspect(|o| keep(*o)).is_some()
+    let Some(offset) = sample(sent_ms, redis_ms, received_ms, rtt) else {
+        return false;
+    };
+    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    if !replaces(*kept, rtt, Instant::now()) {
+        return false;
+    }
+    *kept = Some(Kept {
+        rtt,
+        at: Instant::now(),
+    });
+    keep(offset);
+    true
+}
+
+/// Whether a sample of round trip `rtt` taken at `now` replaces the kept one.
+fn replaces(kept: Option<Kept>, rtt: Duration, now: Instant) -> bool {
+    kept.is_none_or(|k| rtt <= k.rtt || now.duration_since(k.at) >= FRESH)
 }
 
 fn keep(offset: i64) {
@@ -79,22 +127,35 @@ pub fn sync(con: &mut impl redis::ConnectionLike) {
             }
         }
     }
-    if let Some((_, offset)) = best {
+    if let Some((rtt, offset)) = best {
+        *KEPT.lock().unwrap_or_else(|e| e.into_inner()) = Some(Kept {
+            rtt,
+            at: Instant::now(),
+        });
         keep(offset);
     }
 }
 
-/// The readiness verdict on the clock: an error names the offset and the bound.
+/// The readiness verdict on the clock: an error names the offset and the bound, or says
+/// that the offset is not known.
 pub fn check(max_skew_ms: u64) -> Result<(), String> {
-    judge(offset_ms(), max_skew_ms)
+    judge(offset_ms(), sample_age(), max_skew_ms)
 }
 
-fn judge(offset: Option<i64>, max_skew_ms: u64) -> Result<(), String> {
-    match offset {
-        Some(o) if o.unsigned_abs() > max_skew_ms => Err(format!(
+fn judge(offset: Option<i64>, age: Option<Duration>, max_skew_ms: u64) -> Result<(), String> {
+    let slow = MAX_SAMPLE_RTT.as_millis();
+    match (offset, age) {
+        (Some(o), _) if o.unsigned_abs() > max_skew_ms => Err(format!(
             "clock: {o} ms off Redis's clock (control.max_clock_skew_ms = {max_skew_ms})"
         )),
-        _ => Ok(()),
+        (Some(_), Some(age)) if age < STALE => Ok(()),
+        (Some(_), _) => Err(format!(
+            "clock: no TIME round trip to Redis under {slow} ms for {} s; the offset is no longer known",
+            STALE.as_secs()
+        )),
+        (None, _) => Err(format!(
+            "clock: not measured yet (no TIME round trip to Redis under {slow} ms)"
+        )),
     }
 }
 
@@ -119,14 +180,47 @@ mod tests {
     }
 
     #[test]
-    fn a_node_too_far_off_is_not_ready() {
-        assert!(judge(None, 1000).is_ok(), "not measured yet");
-        assert!(judge(Some(-1000), 1000).is_ok());
-        let e = judge(Some(1500), 1000).expect_err("beyond the bound");
+    fn a_node_too_far_off_or_unable_to_measure_is_not_ready() {
+        let recent = Some(Duration::from_secs(1));
+        assert!(judge(Some(-1000), recent, 1000).is_ok());
+        let e = judge(Some(1500), recent, 1000).expect_err("beyond the bound");
         assert!(
             e.contains("1500 ms") && e.contains("max_clock_skew_ms"),
             "{e}"
         );
-        assert!(judge(Some(-1001), 1000).is_err());
+        assert!(judge(Some(-1001), recent, 1000).is_err());
+        let e = judge(None, None, 1000).expect_err("never measured");
+        assert!(e.contains("not measured"), "{e}");
+        let e = judge(Some(3), Some(STALE), 1000).expect_err("no sample for too long");
+        assert!(e.contains("no longer known"), "{e}");
+    }
+
+    #[test]
+    fn a_precise_sample_is_kept_over_a_rougher_one_until_it_ages() {
+        let t0 = Instant::now();
+        let kept = Some(Kept {
+            rtt: Duration::from_millis(2),
+            at: t0,
+        });
+        assert!(replaces(None, Duration::from_millis(30), t0));
+        assert!(replaces(kept, Duration::from_millis(1), t0));
+        assert!(!replaces(kept, Duration::from_millis(30), t0 + FRESH / 2));
+        assert!(replaces(kept, Duration::from_millis(30), t0 + FRESH));
+    }
+
+    #[test]
+    fn the_sale_clock_never_steps_back() {
+        let _ = observe(1_000, 1_000, 1_002, Duration::from_millis(2));
+        let before = now_ms();
+        // A later, as precise sample says Redis's clock is 50 ms further behind.
+        std::thread::sleep(FRESH / 20);
+        keep(OFFSET_MS.load(Relaxed) - 50);
+        let mut last = before;
+        for _ in 0..1000 {
+            let now = now_ms();
+            assert!(now >= last, "{now} after {last}");
+            last = now;
+        }
+        assert!(last >= before);
     }
 }

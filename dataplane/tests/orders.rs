@@ -151,22 +151,25 @@ fn a_worker_killed_mid_batch_loses_nothing_and_writes_nothing_twice() {
     let node = Node::start_without_worker(&redis, 2);
     open_sale(&redis, &node, spec("crash", 3000, 8, 1));
     let mut first = WorkerProc::start(&redis, "w1");
-    let buyers = {
-        let node_url = node.url("");
-        let _ = node_url;
-        std::thread::scope(|s| {
-            let h = s.spawn(|| crowd(&node, "crash", 0..3000, 32));
-            // Kill the worker while it is busy with the surge's events.
-            std::thread::sleep(Duration::from_millis(700));
-            first.kill();
-            h.join().expect("crowd")
-        })
+    let stored = |db: &std::path::Path| {
+        OrderDb::open_existing(db)
+            .and_then(|db| db.orders("crash"))
+            .map(|o| o.len())
+            .unwrap_or(0)
     };
+    let buyers = std::thread::scope(|s| {
+        let h = s.spawn(|| crowd(&node, "crash", 0..3000, 32));
+        // Kill the worker while it is busy with the surge's events: once it has stored
+        // its first batch, however fast the machine runs the crowd.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while stored(&first.db) < 64 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        first.kill();
+        h.join().expect("crowd")
+    });
     assert_eq!(buyers.len(), 3000);
-    let stored_by_first = OrderDb::open_existing(&first.db)
-        .and_then(|db| db.orders("crash"))
-        .map(|o| o.len())
-        .unwrap_or(0);
+    let stored_by_first = stored(&first.db);
     let c = node.client();
     for (token, id) in buyers.iter().step_by(2) {
         assert_eq!(c.pay(id, token).0, 200);

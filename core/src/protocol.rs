@@ -117,6 +117,16 @@ pub fn block(entry: &str, until_ms: i64) -> [Cmd; 3] {
     ]
 }
 
+/// Tells every node that units came back to a campaign's stock (expired holds released),
+/// so shards that cached `sold_out` read the stock again at once rather than at their
+/// next poll. Nothing else changed, so the version stays.
+pub fn stock_returned(campaign: &str) -> Cmd {
+    redis::cmd("PUBLISH")
+        .arg(keys::CONTROL_CHANNEL)
+        .arg(format!("stock:{campaign}"))
+        .clone()
+}
+
 /// Tells every node the blacklist changed.
 pub fn blacklist_changed() -> [Cmd; 2] {
     [

@@ -121,3 +121,54 @@ fn a_new_campaign_reaches_a_running_node_within_a_second() {
     eprintln!("new campaign seen after {t:?}");
     assert_eq!(c.get("/api/campaigns", None).1[0]["id"], "fresh");
 }
+
+#[test]
+fn units_that_come_back_sell_again_on_every_shard_at_once_not_at_the_next_poll() {
+    let redis = Redis::start();
+    // Shards poll a second apart: only the reaper's announcement brings the units back
+    // sooner.
+    let node = Node::start_with(&redis, 2, "[control]\npoll_ms = 1000\nrebalance_ms = 100\n");
+    let c = node.client();
+    let mut s = spec("back", 2, 1, 1);
+    // Long enough for a shard that sold nothing to learn from two polls that it is out.
+    s.hold_ttl_s = 3;
+    open_sale(&redis, &node, s);
+    let every_shard_says = |state: &str| {
+        (0..16).all(|_| node.client().get("/api/campaigns/back", None).1["state"] == state)
+    };
+    let mut lags = Vec::new();
+    // Two buyers take both units and never pay; each round, two more take them back.
+    for u in 0..2 {
+        let (code, body) = c.purchase("back", &c.token(&format!("first-{u}")), None);
+        assert_eq!(code, 200, "{body}");
+    }
+    for round in 0..3 {
+        let (code, body) = c.purchase("back", &c.token(&format!("r{round}-late")), None);
+        assert_eq!((code, body["error"].as_str()), (409, Some("sold_out")));
+        common::wait_until(
+            "every shard to cache sold_out",
+            Duration::from_secs(5),
+            || every_shard_says("sold_out"),
+        );
+        // The holds run out and the reaper returns their units to Redis's stock.
+        common::wait_until("the holds' release", Duration::from_secs(5), || {
+            common::ledger_holds(&redis, "back").remaining == 2
+        });
+        lags.push(seen_within(Duration::from_secs(2), || {
+            every_shard_says("live")
+        }));
+        for u in 0..2 {
+            let (code, body) = c.purchase("back", &c.token(&format!("r{round}-{u}")), None);
+            assert_eq!(code, 200, "a returned unit sells again: {body}");
+        }
+    }
+    eprintln!("every shard sold again {lags:?} after the release");
+    // A poll a second apart would take 500 ms on average; the announcement takes one
+    // round trip.
+    assert!(
+        lags.iter().all(|t| *t < Duration::from_millis(400)),
+        "{lags:?}"
+    );
+    let l = common::ledger_holds(&redis, "back");
+    assert_eq!((l.held + l.sold + l.remaining, l.held), (2, 2), "{l}");
+}

@@ -90,14 +90,21 @@ pub(super) async fn rebalance_loop(shard: Rc<Shard>) {
             })
             .collect();
         for (id, partitions, state, sold_out) in stocked {
+            let mut released = 0;
             for p in 0..partitions {
                 match shard.store.release_expired(&id, p).await {
                     Ok(0) => {}
                     Ok(n) => {
-                        tracing::info!(campaign = %id, partition = p, released = n, "released expired holds")
+                        tracing::info!(campaign = %id, partition = p, released = n, "released expired holds");
+                        released += n;
                     }
                     Err(e) => tracing::debug!(campaign = %id, error = %e, "release failed"),
                 }
+            }
+            if released > 0 {
+                // Shards that cached `sold_out` sell the units again at once, not at
+                // their next poll.
+                let _ = shard.store.conn.query(&protocol::stock_returned(&id)).await;
             }
             if state == State::Live && !sold_out {
                 if let Err(e) = store::rebalance(&shard.store, &id, partitions).await {

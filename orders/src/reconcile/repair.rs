@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use crate::{Event, Kind, OrderDb};
 use seckill_core::control::{self};
 use seckill_core::keys::{OrderId, PartitionKeys};
+use seckill_core::protocol;
 use seckill_core::scripts;
 
 use super::judge::rank;
@@ -98,6 +99,9 @@ pub fn repair(
             .arg(10_000)
             .invoke(con)?;
         done.holds_released += n;
+    }
+    if done.holds_released > 0 {
+        let _: i64 = protocol::stock_returned(id).query(con)?;
     }
     for oid in &report.orphaned_holds {
         if let Some(o) = OrderId::parse(oid) {

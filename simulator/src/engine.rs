@@ -18,13 +18,14 @@ use crate::http::Client;
 use crate::plan::{Arrival, Persona};
 
 /// The routes whose latency the report shows, in the order of a shopper's flow.
-pub const ROUTES: [&str; 10] = [
+pub const ROUTES: [&str; 11] = [
     "challenge",
     "ticket",
     "join",
     "look",
     "purchase",
     "retry",
+    "resend",
     "pay",
     "order",
     "delivered",
@@ -246,6 +247,8 @@ pub struct Context {
     pub opens_ms: Option<i64>,
     /// Requests still unanswered this long after the plan ends are given up.
     pub deadline: Instant,
+    /// How long a purchase left unanswered, or answered 503, is sent again.
+    pub resend_for: Duration,
 }
 
 /// Runs one thread's share of the plan.

@@ -289,6 +289,7 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
         opening: Duration::from_secs_f64(s.campaign.starts_in_s),
         opens_ms: (opens || scheduled.is_some()).then_some(opens_ms),
         deadline: start + Duration::from_secs_f64(s.duration_s) + engine::GRACE,
+        resend_for: Duration::from_secs_f64(s.population.resend_for_s),
     });
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let progress = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {

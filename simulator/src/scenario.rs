@@ -113,6 +113,11 @@ pub struct Population {
     pub pay_fraction: f64,
     #[serde(default)]
     pub retry_fraction: f64,
+    /// How long a shopper whose purchase got no answer, or a 503, keeps sending it again
+    /// with the same Idempotency-Key (backing off from 250 ms to 2 s), as the campaign's
+    /// page does; 0 gives up at once.
+    #[serde(default)]
+    pub resend_for_s: f64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -281,6 +286,10 @@ pub struct Overrides {
     /// Shoppers who resend their purchase with the same Idempotency-Key (0 to 1).
     #[arg(long)]
     pub retry_fraction: Option<f64>,
+    /// Seconds a shopper whose purchase got no answer or a 503 keeps resending it with
+    /// the same Idempotency-Key (0: gives up at once).
+    #[arg(long)]
+    pub resend_for_s: Option<f64>,
     /// Share of honest shoppers in the crowd.
     #[arg(long)]
     pub shopper: Option<f64>,
@@ -382,6 +391,7 @@ impl Scenario {
             self.population.addresses => o.addresses,
             self.population.pay_fraction => o.pay_fraction,
             self.population.retry_fraction => o.retry_fraction,
+            self.population.resend_for_s => o.resend_for_s,
             self.personas.shopper => o.shopper,
             self.personas.hammer => o.hammer,
             self.personas.ip_rotator => o.ip_rotator,
@@ -490,6 +500,9 @@ impl Scenario {
         }
         if self.population.users == 0 {
             bail!("population.users: must be at least 1");
+        }
+        if !(0.0..=600.0).contains(&self.population.resend_for_s) {
+            bail!("population.resend_for_s: must be between 0 and 600");
         }
         if !(1..=65_536).contains(&self.population.addresses) {
             bail!("population.addresses: must be between 1 and 65536");

@@ -153,6 +153,7 @@ pub(crate) async fn buy(
             }
         }
     }
+    let (r, order) = resend_unanswered(client, ctx, a, &req, read, (r, order), tally).await;
     if !a.retries {
         return (r, order);
     }
@@ -177,6 +178,35 @@ pub(crate) async fn buy(
         }
         _ => order,
     };
+    (r, order)
+}
+
+/// A purchase that got no answer, or a 503, sent again with the same Idempotency-Key
+/// while `population.resend_for_s` lasts, backing off from 250 ms to 2 s: the shopper
+/// learns what Redis applied while the answer was lost, and never takes a second unit.
+async fn resend_unanswered(
+    client: &Client,
+    ctx: &Context,
+    a: &Arrival,
+    req: &Req<'_>,
+    read: impl Fn(u16, &[u8]) -> (u16, Option<String>) + Copy,
+    (mut r, mut order): (Bought, Option<String>),
+    tally: &RefCell<Tally>,
+) -> (Bought, Option<String>) {
+    let until = (Instant::now() + ctx.resend_for).min(ctx.deadline);
+    let mut wait = Duration::from_millis(250);
+    while matches!(r, Err(_) | Ok((503, _))) && Instant::now() + wait < until {
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_secs(2));
+        let sent = Instant::now();
+        r = client.send(a.ip, req, read).await;
+        let mut t = tally.borrow_mut();
+        t.timed("resend", sent, r.is_ok());
+        if let Ok((200, Some(o))) = &r {
+            t.held.push((a.persona, a.user, o.clone()));
+            order = Some(o.clone());
+        }
+    }
     (r, order)
 }
 

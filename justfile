@@ -25,6 +25,8 @@ setup:
     ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing="$missing faketime"
     # promtool (in Debian's prometheus) checks the alert rules and the scrape config.
     command -v promtool >/dev/null || missing="$missing prometheus"
+    # iptables for the network drills (partitions and packet loss inside namespaces).
+    command -v iptables >/dev/null || missing="$missing iptables"
     if [ -n "$missing" ]; then
         echo "installing$missing"
         SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)

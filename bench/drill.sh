@@ -7,7 +7,7 @@
 #
 #   bench/drill.sh [RATE] [short]
 #   DRILLS="flood skew" bench/drill.sh   # only those, beside the reference
-#   (names: flood dataplane worker redis redis_slow skew)
+#   (names: flood dataplane worker redis redis_slow skew cut replies loss worker_cut)
 #
 # `short` (what `just test` runs) has the same drills with a shorter surge and shorter
 # outages. The drills:
@@ -21,6 +21,16 @@
 #   `control.max_clock_skew_ms`), a sale opened by its `starts_at`: nothing sells before
 #   it, both nodes sell within 0.5 s of it (not 0.75 s late), and a node 1.5 s off
 #   reports itself not ready;
+# - node cut off: a second node joins; the first loses Redis both ways mid-surge (10 s,
+#   short 5 s): the other keeps selling, the cut one reports not ready, opens its breaker
+#   and answers 503 fast;
+# - replies lost: a one-way partition (5 s, short 3 s): the node's scripts reach Redis,
+#   the replies do not; shoppers resend with their Idempotency-Key (`--resend-for-s`)
+#   and every purchase Redis applied reaches its shopper, none a second unit;
+# - lossy link: 5% of the packets between the node, the worker and Redis lost through
+#   the surge: the p99 and the share of 503s beside the reference's;
+# - worker cut off: the order worker loses Redis both ways (10 s, short 5 s) once paid
+#   orders are being read: none delivered twice, none left undelivered after the drain;
 # - flood: malformed requests and slow-loris connections (`seckill-sim flood`) during the
 #   surge: every malformed one refused with a 4xx or closed, every connection accepted,
 #   slow-loris cut at the header timeout, and the purchase p99 of the steady state (after
@@ -38,24 +48,95 @@ cd "$(dirname "$0")/.."
 rate=${1:-1500}
 mode=${2:-full}
 case $mode in
-  full) surge_s=12 down_s=5 hung_s=10 ;;
-  short) surge_s=8 down_s=3 hung_s=4 ;;
+  full) surge_s=12 down_s=5 hung_s=10 cut_s=10 replies_s=5 ;;
+  short) surge_s=8 down_s=3 hung_s=4 cut_s=5 replies_s=3 ;;
   *) echo "usage: bench/drill.sh [RATE] [short]" >&2; exit 2 ;;
 esac
 faketime_lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -1 || true)
 [ -n "$faketime_lib" ] || { echo "the clock-skew drill needs libfaketime (apt-get install faketime)" >&2; exit 2; }
 cargo build --release -q -p seckill-dataplane -p seckill-simulator
+
+# The network drills run the stack in two network namespaces of its own: Redis in one,
+# everything else (nodes, worker, simulator, on that namespace's loopback) in the other,
+# joined by a veth pair. Redis listens on one address per client (198.18.0.2 for the
+# node, .3 a second node, .4 the worker, .5 the operators' CLI and the simulator), so a
+# fault cuts one client's link with iptables rules inside the clients' namespace: nothing
+# on the host changes, and both namespaces go at exit, also when a drill fails. Without
+# root, iptables or namespaces the other drills run on loopback, the network ones are
+# skipped, and the script says why.
+if [ -z "${SECKILL_DRILL_NS:-}" ]; then
+  why=""
+  [ "$(id -u)" = 0 ] || why="not root"
+  command -v iptables >/dev/null || why="${why:+$why, }no iptables (apt-get install iptables)"
+  if [ -z "$why" ]; then
+    front="sk$$-clients" back="sk$$-redis"
+    teardown() {
+      for n in "$front" "$back"; do
+        ip netns pids "$n" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+        ip netns del "$n" 2>/dev/null || true
+      done
+    }
+    trap teardown EXIT
+    make_namespaces() {
+      ip netns add "$front" && ip netns add "$back" &&
+        ip netns exec "$front" ip link add eth0 type veth peer name eth0 netns "$back" &&
+        ip netns exec "$front" ip addr add 198.18.0.1/24 dev eth0 || return 1
+      for a in 2 3 4 5; do ip netns exec "$back" ip addr add "198.18.0.$a/24" dev eth0 || return 1; done
+      for n in "$front" "$back"; do
+        ip netns exec "$n" ip link set lo up && ip netns exec "$n" ip link set eth0 up || return 1
+      done
+      ip netns exec "$front" iptables -L INPUT -n >/dev/null 2>&1
+    }
+    if make_namespaces 2>/dev/null; then
+      status=0
+      SECKILL_DRILL_NS="$back" ip netns exec "$front" bash bench/drill.sh "$@" || status=$?
+      exit "$status"
+    fi
+    why="network namespaces or iptables do not work here"
+    teardown
+    trap - EXIT
+  fi
+  echo "the network drills are skipped: $why" >&2
+  SECKILL_DRILL_NS=none
+fi
+net_drills="fault_cut fault_replies fault_loss fault_worker_cut"
+if [ "$SECKILL_DRILL_NS" = none ]; then
+  in_redis_ns() { "$@"; }
+  rh_node=127.0.0.1 rh_other=127.0.0.1 rh_worker=127.0.0.1 rh_ops=127.0.0.1
+else
+  in_redis_ns() { ip netns exec "$SECKILL_DRILL_NS" "$@"; }
+  rh_node=198.18.0.2 rh_other=198.18.0.3 rh_worker=198.18.0.4 rh_ops=198.18.0.5
+fi
+# cut HOST in|both [PROBABILITY]: drops what comes from Redis's address HOST (in), or
+# both ways; with a probability, that share of the packets (a lossy link). heal: no
+# more drops.
+cut() {
+  local m=()
+  [ -z "${3:-}" ] || m=(-m statistic --mode random --probability "$3")
+  iptables -I INPUT -s "$1" "${m[@]}" -j DROP
+  [ "$2" = in ] || iptables -I OUTPUT -d "$1" "${m[@]}" -j DROP
+}
+heal() { iptables -F INPUT; iptables -F OUTPUT; }
+
 . bench/lib.sh
 rport=$(port) dport=$(port) aport=$(port)
-redis_urls "$rport"
+make_users
+node_redis="redis://seckill-node@$rh_node:$rport"
+worker_redis="redis://seckill-node@$rh_worker:$rport"
+ops_redis="redis://seckill-ops@$rh_ops:$rport"
+rcli() { redis-cli --user seckill-admin -h "$rh_ops" "$@"; }
 mkdir -p "$work/redis" "$work/content"
 head -c 65536 /dev/urandom > "$work/content/midnight-sessions.zip"
 sed -e 's/^hold_ttl_s = .*/hold_ttl_s = 8/' config/campaigns/demo.toml > "$work/campaign.toml"
+# The network drills' campaign outlasts the surge, so every node stays selling (and the
+# cut one refusing with 503, not with a sold-out it learned before), and orders are paid
+# all through it.
+sed -e 's/^total = .*/total = 20000/' "$work/campaign.toml" > "$work/campaign-big.toml"
 # redis_up: Redis with the users of make_users, on every start the same ones (users are
 # not in the append-only file: a restart reads them from the ACL file again).
 redis_up() {
   make_users
-  redis-server --port "$rport" --bind 127.0.0.1 --dir "$work/redis" --appendonly yes \
+  in_redis_ns redis-server --port "$rport" --bind "$rh_node $rh_other $rh_worker $rh_ops" --dir "$work/redis" --appendonly yes \
       --appendfsync always --save "" --enable-debug-command local \
       --aclfile "$work/users/users.acl" >>"$work/redis.log" 2>&1 &
   redis_pid=$!
@@ -95,7 +176,7 @@ node_up() {
     { echo "the data plane did not start: $(tail -3 "$work/dataplane.log")" >&2; exit 1; }
 }
 worker_up() {
-  $bin/seckill-dataplane worker --redis "$node_redis" --redis-password-file "$node_password_file" \
+  $bin/seckill-dataplane worker --redis "$worker_redis" --redis-password-file "$node_password_file" \
       --secret-file "$work/secret" --name drill --db "$work/orders.sqlite" 2>>"$work/worker.log" &
   worker_pid=$!
   pids+=($worker_pid)
@@ -164,16 +245,108 @@ fault_skew() {
   [ "$verdict" = "not ready" ] || fail_note="a node 1.5 s off said it was ready"
 }
 
+# metric ADMIN_PORT NAME: the sum of a metric's series on a node's /metrics.
+metric() {
+  curl -s -m 1 "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $2 } END { print s + 0 }'
+}
+campaign_ids() {
+  curl -s "http://127.0.0.1:$dport/api/campaigns" | python3 -c '
+import json, sys
+for c in json.load(sys.stdin):
+    print(c["id"])' 2>/dev/null || true
+}
+# since T0: seconds from T0 (date +%s.%N) to now, to a tenth.
+since() { python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$1"; }
+fault_cut() {
+  sleep 1
+  local sold_before t0 now unready="" opened="" probe="" codes slowest
+  sold_before=$(metric "$other_admin" 'seckill_http_requests_total{route="purchase",outcome="ok"}')
+  local open_before tokens
+  open_before=$(metric "$aport" seckill_breaker_open)
+  # 20 shoppers of their own to probe the cut node with, so no per-user limit speaks first.
+  tokens=$(python3 -B -c '
+import sys
+sys.path.insert(0, "examples")
+from shop_token import sign
+secret = open(sys.argv[1], "rb").read().strip()
+for i in range(20):
+    print(sign(secret, f"cut-probe-{i}"))' "$work/secret")
+  cut "$rh_node" both
+  t0=$(date +%s.%N)
+  while now=$(date +%s.%N); python3 -c "import sys; sys.exit(0 if $now - $t0 < $cut_s else 1)"; do
+    [ -n "$unready" ] || ready "$aport" || unready=$(since "$t0")
+    [ -n "$opened" ] || [ "$(metric "$aport" seckill_breaker_open)" = 0 ] || opened=$(since "$t0")
+    if [ -n "$opened" ] && [ -z "$probe" ]; then
+      # The cut node's answers once its breaker is open: 20 purchases, timed.
+      probe=$(for tok in $tokens; do
+        curl -s -o /dev/null -m 5 -w '%{http_code} %{time_total}\n' -XPOST \
+          -H "Authorization: Bearer $tok" -d '{"quantity":1}' "http://127.0.0.1:$dport/api/campaigns/$campaign/purchase"
+      done)
+    fi
+    sleep 0.2
+  done
+  local sold_during
+  sold_during=$(( $(metric "$other_admin" 'seckill_http_requests_total{route="purchase",outcome="ok"}') - sold_before ))
+  heal
+  codes=$(echo "$probe" | awk '{print $1}' | sort | uniq -c | awk '{printf "%s%s x%s", sep, $2, $1; sep=", "}')
+  slowest=$(echo "$probe" | awk 'BEGIN {m = 0} {if ($2 > m) m = $2} END {printf "%.1f", m * 1000}')
+  notes="cut ${cut_s} s: breakers open before it $open_before; not ready after ${unready:-never} s, breaker open after ${opened:-never} s, its answers then ${codes:-none} (slowest ${slowest} ms); the other node sold $sold_during meanwhile"
+  if [ -z "$unready" ] || [ -z "$opened" ]; then
+    fail_note="the cut node did not report itself not ready and open its breaker"
+  elif [ "$(echo "$probe" | awk '$1 != 503' | wc -l)" != 0 ]; then
+    fail_note="the cut node answered other than 503: $codes"
+  elif [ "$sold_during" -le 0 ]; then
+    fail_note="the other node sold nothing during the cut"
+  fi
+}
+fault_replies() {
+  sleep 1
+  cut "$rh_node" in
+  sleep "$replies_s"
+  heal
+}
+fault_loss() {
+  cut "$rh_node" both 0.05
+  cut "$rh_worker" both 0.05
+  sleep "$((surge_s - 3))"
+  heal
+}
+# backlog: the worker's pending and unread order events, and the orders delivered, now.
+backlog() {
+  # (Mid-run the verdict may be "in flight": the report is what counts here.)
+  { $bin/seckill-dataplane reconcile --redis "$ops_redis" --redis-password-file "$ops_password_file" \
+      "$campaign" --db "$work/orders.sqlite" --json 2>/dev/null || true; } | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["report"]
+s, delivered = r["streams"], r["orders_in_redis"].get("delivered", 0)
+print("{} pending, {} unread, {} delivered".format(s["pending"], s["lag"], delivered))' 2>/dev/null || echo "unknown"
+}
+fault_worker_cut() {
+  sleep 1.5
+  local at_cut
+  at_cut=$(backlog)
+  cut "$rh_worker" both
+  sleep "$cut_s"
+  notes="just before the cut: $at_cut; at its end: $(backlog)"
+  heal
+}
+
 rows=()
 failed=0
-ref_p99=""
+ref_p99="" ref_503=""
 drill() {
   local name=$1 fault=$2 target="http://127.0.0.1:$dport" extra=()
   # DRILLS="flood skew" runs only those (and the reference).
   if [ -n "${DRILLS:-}" ] && [ "$fault" != fault_none ] && [[ " $DRILLS " != *" ${fault#fault_} "* ]]; then
     return
   fi
+  if [ "$SECKILL_DRILL_NS" = none ] && [[ " $net_drills " == *" $fault "* ]]; then
+    rows+=("$(printf '%-22s %s' "$name" "skipped: no network namespaces here (root and iptables needed)")")
+    return
+  fi
   notes="" fail_note=""
+  local campaign_file="$work/campaign.toml"
+  case $fault in fault_cut | fault_replies | fault_loss | fault_worker_cut) campaign_file="$work/campaign-big.toml" ;; esac
   echo "== drill: $name" >&2
   # The reference and the flood compare latencies: there the append-only file is
   # fsynced each second, so the disk's fsync stalls (up to 130 ms here) do not drown the
@@ -192,13 +365,31 @@ drill() {
     target="http://127.0.0.1:$ahead,http://127.0.0.1:$behind"
     extra=(--scheduled --profile constant --starts-in-s 3)
   fi
+  if [ "$fault" = fault_cut ]; then
+    # A second node, on a link of its own, beside the one the cut takes off.
+    local other_port
+    other_port=$(port) other_admin=$(port)
+    $bin/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.0.1:$other_port" \
+        --redis "redis://seckill-node@$rh_other:$rport" --redis-password-file "$node_password_file" \
+        --admin-listen "127.0.0.1:$other_admin" --shards 1 --secret-file "$work/secret" 2>>"$work/other.log" &
+    other_pid=$!
+    pids+=($other_pid)
+    wait_http "http://127.0.0.1:$other_port"
+    target="http://127.0.0.1:$dport,http://127.0.0.1:$other_port"
+  fi
+  # Shoppers whose answer was lost, or who heard 503, send the purchase again with the
+  # same Idempotency-Key, as the campaign's page does.
+  case $fault in fault_cut | fault_replies) extra+=(--resend-for-s 30) ;; esac
+  campaign_ids > "$work/ids.before"
   $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "$target" \
       --redis "$ops_redis" --redis-password-file "$ops_password_file" \
-      --secret-file "$work/secret" --create "$work/campaign.toml" \
+      --secret-file "$work/secret" --create "$campaign_file" \
       --db "$work/orders.sqlite" --rate "$rate" --duration-s "$surge_s" --p99-ms 100000 \
       --fail-on "oversell==0" --json "$work/report.json" "${extra[@]}" > "$work/sim.txt" 2>&1 &
   local sim=$!
   sleep 2.5
+  # The run's campaign: the one the node did not show before the run.
+  campaign=$(campaign_ids | grep -vxF -f "$work/ids.before" | head -1 || true)
   "$fault"
   local ended recovered
   ended=$(date +%s.%N)
@@ -210,6 +401,9 @@ drill() {
   wait "$sim" || true
   if [ "$fault" = fault_skew ]; then
     for p in "${skewed_pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  fi
+  if [ "$fault" = fault_cut ]; then
+    kill "$other_pid" 2>/dev/null || true; wait "$other_pid" 2>/dev/null || true
   fi
   local id
   id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["campaign"])' "$work/report.json" 2>/dev/null || echo "")
@@ -225,14 +419,15 @@ drill() {
 import json, sys
 r = json.load(open(sys.argv[1]))["report"]
 s = r["streams"]
-sys.exit(0 if not r["overdue_holds"] and s.get("pending", 0) == 0 and s.get("unread", 0) == 0 else 1)' "$work/rec.json" 2>/dev/null && break
+sys.exit(0 if not r["overdue_holds"] and s["pending"] == 0 and s["lag"] == 0 else 1)' "$work/rec.json" 2>/dev/null && break
     sleep 1
   done
   local row
-  row=$(python3 - "$work/report.json" "$work/rec.json" "$name" "$ended" "$recovered" "$fault" "$ref_p99" "$notes" "$fail_note" "$mode" <<'PY'
+  row=$(python3 - "$work/report.json" "$work/rec.json" "$name" "$ended" "$recovered" "$fault" "$ref_p99" "$notes" "$fail_note" "$mode" "$ref_503" <<'PY'
 import json, sys
 r, c = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["report"]
 name, ended, recovered, fault, ref_p99, mode = sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), sys.argv[6], sys.argv[7], sys.argv[10]
+ref_503 = sys.argv[11]
 notes, fail = [n for n in [sys.argv[8]] if n], [f for f in [sys.argv[9]] if f]
 l = c["ledger"]
 acked = r["units_to_people"] + r["units_to_bots"]
@@ -245,6 +440,17 @@ twice = len(c["delivered_twice"])
 missing = len(c["missing"])
 stranded = len(c["overdue_holds"]) + len(c["orphaned_holds"]) + l["in_transit"]
 p99 = r["purchase_latency"]["p99_ms"]
+answers = r["purchase_latency_by_outcome"]
+share_503 = sum(v["count"] for k, v in answers.items() if k.startswith("503")) / max(1, sum(v["count"] for v in answers.values()))
+if fault == "fault_loss":
+    notes.append(f"503s {share_503:.2%} of purchases, the reference's {float(ref_503 or 0):.2%}; p99 {p99:.1f} ms, the reference's {float(ref_p99 or 0):.1f} ms")
+if fault in ("fault_cut", "fault_replies"):
+    # Every purchase Redis applied reached its shopper: the answer lost with the link
+    # came back to a resend with the same Idempotency-Key.
+    untold = sum(c["orders_in_redis"].values()) - acked
+    notes.append(f"applied but never told: {untold}; resent {r['requests_by_route'].get('resend', 0)}, retry mismatches {r['retry_mismatches']}")
+    if untold or r["retry_mismatches"]:
+        fail.append(f"{untold} applied purchases never told, {r['retry_mismatches']} retries answered differently")
 if fault == "fault_redis_slow":
     u = r["purchase_latency_by_outcome"].get("503 unavailable")
     if u:
@@ -270,7 +476,7 @@ if fault == "fault_flood" and ref_p99:
             fail.append(f"steady p99 {steady:.1f} ms above twice the reference's")
         else:
             notes.append("above twice: judged only by the full drill")
-recover = "-" if fault in ("fault_none", "fault_skew", "fault_flood") else f"{recovered - ended:.2f} s"
+recover = "-" if fault in ("fault_none", "fault_skew", "fault_flood", "fault_loss", "fault_worker_cut") else f"{recovered - ended:.2f} s"
 fail += c["violations"]
 bad = lost or oversell or limit or twice or missing or stranded or fail
 verdict = "ok" if not bad else "FAILED: " + "; ".join(fail)
@@ -281,6 +487,10 @@ PY
   rows+=("$row")
   if [ "$fault" = fault_none ]; then
     ref_p99=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["steady_purchase_latency"]["p99_ms"])' "$work/report.json")
+    ref_503=$(python3 -c '
+import json, sys
+a = json.load(open(sys.argv[1]))["purchase_latency_by_outcome"]
+print(sum(v["count"] for k, v in a.items() if k.startswith("503")) / max(1, sum(v["count"] for v in a.values())))' "$work/report.json")
   fi
   case $row in *FAILED*) failed=$((failed + 1)) ;; esac
 }
@@ -301,6 +511,10 @@ drill "worker SIGKILL" fault_worker
 drill "redis down ${down_s} s" fault_redis
 drill "redis hung ${hung_s} s" fault_redis_slow
 drill "clock skew 0.8 s" fault_skew
+drill "node cut off ${cut_s} s" fault_cut
+drill "replies lost ${replies_s} s" fault_replies
+drill "lossy link 5%" fault_loss
+drill "worker cut off ${cut_s} s" fault_worker_cut
 
 printf '%-22s %5s %8s %6s %6s %7s %8s %9s %12s\n' drill lost oversell limit twice missing stranded recovered "purchase p99"
 for r in "${rows[@]}"; do echo "$r"; done

@@ -64,7 +64,8 @@ pub struct PartitionRead {
     pub transfers_in: HashSet<String>,
     /// User → units held or bought.
     pub buyers: HashMap<String, i64>,
-    /// The quantity of each order in its hold index (0 for an order without a record).
+    /// The quantity of each order in its hold index (0 for an order without a record, or
+    /// no longer held: a stale entry backs no held unit).
     pub held_orders: Vec<i64>,
     /// Orders taken so far.
     pub seq: i64,
@@ -91,8 +92,16 @@ pub fn check(con: &mut Connection, c: &Campaign) -> Result<Ledger, ControlError>
         let held: Vec<String> = con.zrange(k.holds(), 0, -1)?;
         let mut held_orders = Vec::with_capacity(held.len());
         for oid in &held {
-            let q: Option<i64> = con.hget(k.order(oid), "qty")?;
-            held_orders.push(q.unwrap_or(0));
+            let (q, status): (Option<i64>, Option<String>) = redis::cmd("HMGET")
+                .arg(k.order(oid))
+                .arg("qty")
+                .arg("status")
+                .query(con)?;
+            held_orders.push(if status.as_deref() == Some("held") {
+                q.unwrap_or(0)
+            } else {
+                0
+            });
         }
         let seq: Option<i64> = con.hget(k.part(), "seq")?;
         reads.push(PartitionRead {

@@ -47,6 +47,8 @@ scripts! {
     SET_STATE => "scripts/set_state.lua",
     /// Releases a lock its holder still has.
     UNLOCK => "scripts/unlock.lua",
+    /// Reads a partition's counters, buyers, hold index and orders at one instant.
+    PARTITION_BOOKS => "scripts/partition_books.lua",
 }
 
 /// The scripts the shards call, loaded on each new connection.

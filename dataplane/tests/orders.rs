@@ -402,6 +402,88 @@ fn reconciliation_finds_planted_faults_and_repairs_only_what_it_may() {
 }
 
 #[test]
+fn reconciliation_sees_a_sale_without_an_order_and_a_lost_hold_behind_a_stale_one() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    open_sale(&redis, &node, spec("books", 40, 1, 1));
+    let c = node.client();
+    let held = crowd(&node, "books", 0..20, 4);
+    for (token, id) in &held[..10] {
+        assert_eq!(c.pay(id, token).0, 200);
+    }
+    let r = reconciled(&redis, "books", &[node.db()]);
+    assert!(r.holds(), "{r}");
+    // Drained: from here on, what reconciliation reads at once is the verdict.
+    let read = || {
+        seckill_dataplane::reconcile::reconcile(&mut redis.con(), "books", &[node.db()])
+            .expect("reconcile")
+    };
+    let k = PartitionKeys::new("books", 0);
+    let mut con = redis.admin();
+    let hincr =
+        |con: &mut seckill_dataplane::connection::Connection, key: &str, field: &str, by: i64| {
+            let _: i64 = redis::cmd("HINCRBY")
+                .arg(key)
+                .arg(field)
+                .arg(by)
+                .query(con)
+                .expect("plant");
+        };
+
+    // A sale without an order record: stock down, sold and a buyer up, no order. Every
+    // sum the counters make still balances; only the orders tell.
+    hincr(&mut con, &k.part(), "stock", -1);
+    hincr(&mut con, &k.part(), "sold", 1);
+    hincr(&mut con, &k.buyers(), "ghost", 1);
+    assert!(common::ledger_holds(&redis, "books").holds());
+    let r = read();
+    assert!(!r.holds(), "{r}");
+    let said = r.violations.join("; ");
+    assert!(
+        said.contains("paid and delivered orders carry 10 units, its counter says 11 sold"),
+        "{said}"
+    );
+    assert!(said.contains("ghost credited 1, orders 0"), "{said}");
+    hincr(&mut con, &k.part(), "stock", 1);
+    hincr(&mut con, &k.part(), "sold", -1);
+    let _: i64 = redis::cmd("HDEL")
+        .arg(k.buyers())
+        .arg("ghost")
+        .query(&mut con)
+        .expect("undo");
+    assert!(read().holds());
+
+    // A held order's index entry lost, and a stale entry of a paid order of the same
+    // quantity in its place: the index still carries as many units as the counter.
+    let (lost, stale) = (&held[15].1, &held[0].1);
+    let _: i64 = redis::cmd("ZREM")
+        .arg(k.holds())
+        .arg(lost)
+        .query(&mut con)
+        .expect("plant");
+    let _: i64 = redis::cmd("ZADD")
+        .arg(k.holds())
+        .arg(seckill_dataplane::now_ms() + 60_000)
+        .arg(stale)
+        .query(&mut con)
+        .expect("plant");
+    let r = read();
+    assert!(!r.holds(), "{r}");
+    assert_eq!(r.unindexed_holds, vec![lost.clone()], "{r}");
+    assert_eq!(r.orphaned_holds, vec![stale.clone()], "{r}");
+    // The ledger alone (`campaign show`) sees it too: a stale entry backs no held unit.
+    let mut ops = redis.con();
+    let campaign = control::get(&mut ops, "books").expect("campaign");
+    let l = seckill_dataplane::ledger::check(&mut ops, &campaign).expect("ledger");
+    assert!(
+        l.violations
+            .iter()
+            .any(|v| v.contains("held orders carry 9 units, counters say 10")),
+        "{l}"
+    );
+}
+
+#[test]
 fn codes_from_the_pool_go_to_one_order_each() {
     let redis = Redis::start();
     let node = Node::start(&redis, 2);

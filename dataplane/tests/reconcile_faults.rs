@@ -176,10 +176,14 @@ impl Shop {
         let mut e = self.evidence.clone();
         let mut reads = self.reads.clone();
         for (r, index) in reads.iter_mut().zip(&self.index) {
-            // What `ledger::check` reads: the units of the order each entry names, if any.
+            // What `ledger::check` reads: the units of the held order each entry names.
             r.held_orders = index
                 .iter()
-                .map(|id| self.order(id).map_or(0, |o| o.quantity))
+                .map(|id| {
+                    self.order(id)
+                        .filter(|o| o.status == "held")
+                        .map_or(0, |o| o.quantity)
+                })
                 .collect();
         }
         e.ledger = tally(SHOP, self.total, self.limit, &reads);
@@ -391,7 +395,8 @@ fn plant(shop: &mut Shop, x: &mut Expected, fault: Fault, at: (Index, Index)) {
             let o = &shop.evidence.orders[i];
             shop.index[p].push(o.order_id.clone());
             x.orphaned_holds.push(o.order_id.clone());
-            x.held_index_units += o.quantity;
+            // An entry of an order no longer held backs no held unit: with a lost entry
+            // beside it, the two cannot cancel out.
         }
         Fault::LostIndex => {
             let Some(i) = shop.claim(&["held"], at.0) else {

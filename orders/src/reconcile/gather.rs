@@ -1,65 +1,112 @@
-//! What reconciliation reads: every order of a campaign in Redis, and its streams' backlog.
+//! What reconciliation reads: each partition's books at one instant (counters, buyers,
+//! hold index, orders), and the streams' backlog.
 
-use redis::Commands;
+use redis::{Commands, Value};
 use seckill_core::connection::Connection;
 use std::collections::HashMap;
 
 use seckill_core::campaign::Campaign;
 use seckill_core::keys::{self, PartitionKeys};
+use seckill_core::reply::text;
+use seckill_core::scripts;
 
 use super::{ReconcileError, RedisOrder, StreamState};
 
-/// user, qty, status, pay_by_ms, paid_ms, delivered_ms, license_key of an order hash.
-type OrderRow = (
-    Option<String>,
-    Option<i64>,
-    Option<String>,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    Option<String>,
-);
+/// One partition's books as read at one instant (`scripts::PARTITION_BOOKS`): its
+/// counters, buyers, hold index and every order it has taken.
+#[derive(Debug, Clone, Default)]
+pub struct PartitionBooks {
+    pub partition: u32,
+    pub held: i64,
+    pub sold: i64,
+    /// Orders taken when it was read.
+    pub seq: u64,
+    /// User → units credited to them.
+    pub buyers: HashMap<String, i64>,
+    pub hold_index: Vec<String>,
+    /// Its order records, in sequence order (an order number without one is left out).
+    pub orders: Vec<RedisOrder>,
+}
 
-pub fn redis_orders(con: &mut Connection, c: &Campaign) -> Result<Vec<RedisOrder>, ReconcileError> {
-    let mut out = Vec::new();
+fn pairs(v: Option<&Value>) -> HashMap<String, String> {
+    let Some(Value::Array(items)) = v else {
+        return HashMap::new();
+    };
+    items
+        .chunks(2)
+        .filter_map(|kv| Some((text(kv.first())?, text(kv.get(1))?)))
+        .collect()
+}
+
+/// Reads every partition of a campaign, each at one instant of its own.
+pub fn partition_books(
+    con: &mut Connection,
+    c: &Campaign,
+) -> Result<Vec<PartitionBooks>, ReconcileError> {
+    let mut out = Vec::with_capacity(c.spec.partitions as usize);
     for p in 0..c.spec.partitions {
         let k = PartitionKeys::new(&c.spec.id, p);
-        let seq: Option<u64> = con.hget(k.part(), "seq")?;
-        let ids: Vec<String> = (1..=seq.unwrap_or(0))
-            .map(|n| format!("{}.{p}.{n}", c.spec.id))
-            .collect();
-        for chunk in ids.chunks(500) {
-            let mut pipe = redis::pipe();
-            for id in chunk {
-                pipe.cmd("HMGET").arg(k.order(id)).arg(&[
-                    "user",
-                    "qty",
-                    "status",
-                    "pay_by_ms",
-                    "paid_ms",
-                    "delivered_ms",
-                    "license_key",
-                ]);
-            }
-            let rows: Vec<OrderRow> = con.pipeline(&pipe)?;
-            for (id, r) in chunk.iter().zip(rows) {
-                let (Some(user), Some(quantity), Some(status)) = (r.0, r.1, r.2) else {
-                    continue;
-                };
-                out.push(RedisOrder {
-                    order_id: id.clone(),
-                    user,
-                    quantity,
-                    status,
-                    pay_by_ms: r.3.unwrap_or(0),
-                    paid_ms: r.4,
-                    delivered_ms: r.5,
-                    license_key: r.6,
-                });
-            }
+        let v: Value = scripts::PARTITION_BOOKS
+            .key(k.part())
+            .key(k.buyers())
+            .key(k.holds())
+            .arg(k.order_prefix())
+            .arg(&c.spec.id)
+            .arg(p)
+            .invoke(con)?;
+        let Value::Array(parts) = v else {
+            return Err(ReconcileError::Unreadable(p));
+        };
+        let counters = pairs(parts.first());
+        let number = |f: &str| counters.get(f).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let seq = number("seq");
+        let Some(Value::Array(index)) = parts.get(2) else {
+            return Err(ReconcileError::Unreadable(p));
+        };
+        let Some(Value::Array(rows)) = parts.get(3) else {
+            return Err(ReconcileError::Unreadable(p));
+        };
+        let mut orders = Vec::with_capacity(rows.len());
+        for (n, row) in rows.iter().enumerate() {
+            let Value::Array(f) = row else { continue };
+            let field = |i: usize| text(f.get(i));
+            let number = |i: usize| field(i).and_then(|v| v.parse::<i64>().ok());
+            let (Some(user), Some(quantity), Some(status)) = (field(0), number(1), field(2)) else {
+                continue;
+            };
+            orders.push(RedisOrder {
+                order_id: format!("{}.{p}.{}", c.spec.id, n + 1),
+                user,
+                quantity,
+                status,
+                pay_by_ms: number(3).unwrap_or(0),
+                paid_ms: number(4),
+                delivered_ms: number(5),
+                license_key: field(6),
+            });
         }
+        out.push(PartitionBooks {
+            partition: p,
+            held: number("held"),
+            sold: number("sold"),
+            seq: seq.max(0) as u64,
+            buyers: pairs(parts.get(1))
+                .into_iter()
+                .map(|(u, n)| (u, n.parse().unwrap_or(0)))
+                .collect(),
+            hold_index: index.iter().filter_map(|v| text(Some(v))).collect(),
+            orders,
+        });
     }
     Ok(out)
+}
+
+/// Every order of a campaign in Redis, partition by partition in sequence order.
+pub fn redis_orders(con: &mut Connection, c: &Campaign) -> Result<Vec<RedisOrder>, ReconcileError> {
+    Ok(partition_books(con, c)?
+        .into_iter()
+        .flat_map(|b| b.orders)
+        .collect())
 }
 
 /// Entries of one stream the `workers` group has read and not acknowledged (pending),

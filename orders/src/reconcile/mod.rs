@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use crate::OrderDb;
 use seckill_core::control::{self, ControlError};
-use seckill_core::keys::{self, CodeKeys, PartitionKeys};
+use seckill_core::keys::{self, CodeKeys};
 use seckill_core::ledger::{self, Ledger};
 
 mod gather;
@@ -21,7 +21,7 @@ mod judge;
 mod repair;
 
 use gather::stream_state;
-pub use gather::{backlog, redis_orders};
+pub use gather::{backlog, partition_books, redis_orders, PartitionBooks};
 pub use judge::judge;
 use judge::rank;
 pub use repair::{repair, Repaired};
@@ -32,6 +32,8 @@ pub enum ReconcileError {
     Control(#[from] ControlError),
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
+    #[error("partition {0}: its books came back in a shape no script of ours returns")]
+    Unreadable(u32),
     #[error("order store {path}: {source}")]
     Db {
         path: PathBuf,
@@ -86,6 +88,8 @@ pub struct Report {
     pub overdue_holds: Vec<String>,
     /// Hold-index entries whose order is not held.
     pub orphaned_holds: Vec<String>,
+    /// Held orders missing from their partition's hold index: nobody would release them.
+    pub unindexed_holds: Vec<String>,
     pub violations: Vec<String>,
 }
 
@@ -135,6 +139,9 @@ pub struct Evidence {
     /// Orders each partition had taken before its orders were read: a stored order
     /// above that may have been taken since, and is not missing from Redis.
     pub taken: HashMap<u32, u64>,
+    /// Each partition's counters, buyers and hold index, read at the instant its orders
+    /// were: the counters must agree with the orders to the unit.
+    pub books: Vec<PartitionBooks>,
 }
 
 /// Reconciles one campaign against the given order stores.
@@ -145,12 +152,10 @@ pub fn reconcile(
 ) -> Result<Report, ReconcileError> {
     let c = control::get(con, id)?;
     let ledger = ledger::check(con, &c)?;
-    let mut taken = HashMap::new();
-    for p in 0..c.spec.partitions {
-        let seq: Option<u64> = con.hget(PartitionKeys::new(id, p).part(), "seq")?;
-        taken.insert(p, seq.unwrap_or(0));
-    }
-    let orders = redis_orders(con, &c)?;
+    let books = partition_books(con, &c)?;
+    let taken = books.iter().map(|b| (b.partition, b.seq)).collect();
+    let orders = books.iter().flat_map(|b| b.orders.clone()).collect();
+    let hold_index = books.iter().flat_map(|b| b.hold_index.clone()).collect();
     let (streams, deliveries) = stream_state(con, &c)?;
 
     // The furthest status any store holds for each order (workers share the streams).
@@ -180,11 +185,6 @@ pub fn reconcile(
         Some(_) => Some(con.hgetall(CodeKeys::new(id).bound())?),
         None => None,
     };
-    let mut hold_index = Vec::new();
-    for p in 0..c.spec.partitions {
-        let indexed: Vec<String> = con.zrange(PartitionKeys::new(id, p).holds(), 0, -1)?;
-        hold_index.extend(indexed);
-    }
     let evidence = Evidence {
         campaign: id.to_string(),
         ledger,
@@ -196,6 +196,7 @@ pub fn reconcile(
         bound,
         hold_index,
         taken,
+        books,
     };
     Ok(judge(evidence, seckill_core::now_ms()))
 }
@@ -254,6 +255,7 @@ impl std::fmt::Display for Report {
             ("codes reused", &self.codes_reused),
             ("overdue holds", &self.overdue_holds),
             ("orphaned holds", &self.orphaned_holds),
+            ("unindexed holds", &self.unindexed_holds),
         ] {
             if !list.is_empty() {
                 let shown: Vec<&str> = list.iter().take(5).map(String::as_str).collect();

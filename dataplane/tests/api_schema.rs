@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{arm, open_sale, queued, spec, Node, Redis};
+use common::{arm, get_text, open_sale, queued, spec, Node, Redis};
 use std::path::Path;
 use std::process::Command;
 
@@ -123,12 +123,10 @@ fn every_route_answers_as_its_description_says() {
     );
     // The runs reached past the 404s: the node counted answers of every kind of route
     // with real ids.
-    let metrics = ureq::get(&format!("http://127.0.0.1:{}/metrics", node.admin_port))
-        .set("Authorization", &format!("Bearer {ADMIN_TOKEN}"))
-        .call()
-        .expect("metrics")
-        .into_string()
-        .expect("metrics text");
+    let metrics = get_text(
+        &format!("http://127.0.0.1:{}/metrics", node.admin_port),
+        Some(ADMIN_TOKEN),
+    );
     let answered = |route: &str, outcome: &str| -> f64 {
         let series =
             format!("seckill_http_requests_total{{route=\"{route}\",outcome=\"{outcome}\"}} ");

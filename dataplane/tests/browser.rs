@@ -33,7 +33,7 @@ impl Browser {
             .expect("chromedriver (install it: apt-get install chromium chromium-driver)");
         let base = format!("http://127.0.0.1:{port}");
         wait_until("chromedriver", Duration::from_secs(20), || {
-            ureq::get(&format!("{base}/status")).call().is_ok()
+            answers(&format!("{base}/status"))
         });
         let caps = json!({ "capabilities": { "alwaysMatch": {
             "browserName": "chrome",
@@ -43,11 +43,12 @@ impl Browser {
                          "--disable-gpu", "--window-size=900,1100"]
             }
         }}});
-        let v: Value = ureq::post(&format!("{base}/session"))
+        let r = agent()
+            .post(&format!("{base}/session"))
             .send_json(caps)
-            .expect("a browser session")
-            .into_json()
-            .expect("json");
+            .expect("a browser session");
+        assert_eq!(r.status(), 200, "a browser session");
+        let v: Value = body_json(r);
         let session = v["value"]["sessionId"]
             .as_str()
             .expect("session id")
@@ -62,17 +63,14 @@ impl Browser {
     fn call(&self, method: &str, path: &str, body: Value) -> Value {
         let url = format!("{}/session/{}{path}", self.base, self.session);
         let res = match method {
-            "GET" => ureq::get(&url).call(),
-            _ => ureq::post(&url).send_json(body),
+            "GET" => agent().get(&url).call(),
+            _ => agent().post(&url).send_json(body),
         };
         match res {
-            Ok(r) => r.into_json::<Value>().expect("json")["value"].take(),
-            Err(ureq::Error::Status(code, r)) => {
-                panic!(
-                    "webdriver {path}: {code} {}",
-                    r.into_string().unwrap_or_default()
-                )
+            Ok(mut r) if r.status().as_u16() < 400 => {
+                r.body_mut().read_json::<Value>().expect("json")["value"].take()
             }
+            Ok(r) => panic!("webdriver {path}: {} {}", r.status().as_u16(), body_text(r)),
             Err(e) => panic!("webdriver {path}: {e}"),
         }
     }
@@ -170,7 +168,9 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = ureq::delete(&format!("{}/session/{}", self.base, self.session)).call();
+        let _ = agent()
+            .delete(&format!("{}/session/{}", self.base, self.session))
+            .call();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }

@@ -45,9 +45,7 @@ fn surge(nodes: [&Node; 2], campaign: &str, users: usize, during: impl FnOnce())
             let (out, over) = (&out, &over);
             s.spawn(move || {
                 let tokens = nodes[0].client();
-                let agent = ureq::AgentBuilder::new()
-                    .timeout(Duration::from_secs(10))
-                    .build();
+                let agent = common::agent_with(|c| c.timeout_global(Some(Duration::from_secs(10))));
                 let mine: Vec<(usize, String)> = (t..users)
                     .step_by(24)
                     .map(|u| (u, tokens.token(&format!("orbiter-{u}"))))
@@ -62,23 +60,25 @@ fn surge(nodes: [&Node; 2], campaign: &str, users: usize, during: impl FnOnce())
                         }
                         let res = agent
                             .post(&url)
-                            .set("Authorization", &format!("Bearer {token}"))
-                            .set("Idempotency-Key", key)
-                            .send_string("{}");
+                            .header("Authorization", &format!("Bearer {token}"))
+                            .header("Idempotency-Key", key)
+                            .send("{}");
                         match res {
-                            Ok(r) => {
-                                let v: serde_json::Value = r.into_json().expect("json");
+                            Ok(mut r) if r.status().as_u16() < 400 => {
+                                let v: serde_json::Value = r.body_mut().read_json().expect("json");
                                 let id = v["order_id"].as_str().expect("order id");
                                 let mut o = out.lock().expect("lock");
                                 o.won.entry(user).or_default().insert(id.to_string());
                                 return;
                             }
-                            Err(ureq::Error::Status(503, _)) => {
+                            Ok(r) if r.status() == 503 => {
+                                common::status_of(r);
                                 out.lock().expect("lock").unavailable += 1;
                                 std::thread::sleep(Duration::from_millis(50));
                             }
-                            Err(ureq::Error::Status(code, r)) => {
-                                let v: serde_json::Value = r.into_json().unwrap_or_default();
+                            Ok(r) => {
+                                let code = r.status().as_u16();
+                                let v = common::body_json(r);
                                 assert_eq!(code, 409, "user {user}, key {key}: {v}");
                                 return;
                             }

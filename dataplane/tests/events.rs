@@ -73,26 +73,25 @@ fn the_page_and_its_files_are_cacheable() {
     let redis = Redis::start();
     let node = Node::start(&redis, 1);
     for path in ["/c/any-sale", "/static/app.js", "/static/app.css"] {
-        let r = ureq::get(&node.url(path)).call().expect(path);
+        let r = agent().get(&node.url(path)).call().expect(path);
         assert_eq!(r.status(), 200, "{path}");
-        let etag = r.header("etag").expect("an ETag").to_string();
+        let etag = header(&r, "etag").expect("an ETag").to_string();
         assert!(etag.starts_with('"') && etag.len() > 10, "{etag}");
         assert!(
-            r.header("cache-control")
-                .is_some_and(|c| c.starts_with("public, max-age=")),
+            header(&r, "cache-control").is_some_and(|c| c.starts_with("public, max-age=")),
             "{path}"
         );
-        let again = ureq::get(&node.url(path))
-            .set("If-None-Match", &etag)
+        let again = agent()
+            .get(&node.url(path))
+            .header("If-None-Match", &etag)
             .call()
             .expect("revalidation");
         assert_eq!(again.status(), 304, "{path}");
-        assert_eq!(again.into_string().unwrap_or_default(), "");
+        assert_eq!(body_text(again), "");
     }
-    let page = ureq::get(&node.url("/c/any-sale")).call().expect("page");
-    assert!(page
-        .header("content-type")
-        .is_some_and(|t| t.starts_with("text/html")));
+    let page = agent().get(&node.url("/c/any-sale")).call().expect("page");
+    assert_eq!(page.status(), 200);
+    assert!(header(&page, "content-type").is_some_and(|t| t.starts_with("text/html")));
     let c = node.client();
     assert_eq!(c.get("/static/secrets.txt", None).0, 404);
     assert_eq!(c.get("/c/Not%20An%20Id", None).0, 404);
@@ -215,11 +214,10 @@ fn event_streams_are_capped_per_client_address_and_per_shard() {
     });
 
     // The refusals are counted under their own outcome, not as "other".
-    let metrics = ureq::get(&format!("http://127.0.0.1:{}/metrics", node.admin_port))
-        .call()
-        .expect("metrics")
-        .into_string()
-        .expect("text");
+    let metrics = get_text(
+        &format!("http://127.0.0.1:{}/metrics", node.admin_port),
+        None,
+    );
     let count = |outcome: &str| -> u64 {
         let prefix =
             format!("seckill_http_requests_total{{route=\"events\",outcome=\"{outcome}\"}} ");

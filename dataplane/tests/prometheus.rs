@@ -77,9 +77,7 @@ impl Prometheus {
             port: 0,
             dir,
             child: None,
-            agent: ureq::AgentBuilder::new()
-                .timeout(Duration::from_secs(10))
-                .build(),
+            agent: common::agent_with(|c| c.timeout_global(Some(Duration::from_secs(10)))),
         };
         // A free port can be taken again before Prometheus binds it: then it exits, and
         // another try gets another port.
@@ -115,7 +113,7 @@ impl Prometheus {
                     return false;
                 }
             }
-            if ureq::get(&self.url("/-/ready")).call().is_ok() {
+            if common::answers(&self.url("/-/ready")) {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -146,9 +144,10 @@ impl Prometheus {
             req = req.query(k, v);
         }
         let body: serde_json::Value = match req.call() {
-            Ok(r) => r.into_json().expect("JSON"),
-            Err(ureq::Error::Status(code, r)) => {
-                let body = r.into_string().unwrap_or_default();
+            Ok(mut r) if r.status().as_u16() < 400 => r.body_mut().read_json().expect("JSON"),
+            Ok(r) => {
+                let code = r.status().as_u16();
+                let body = common::body_text(r);
                 panic!("{path} {params:?}: Prometheus answered {code}: {body}")
             }
             Err(e) => panic!("{path}: {e}"),

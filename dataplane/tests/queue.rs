@@ -29,12 +29,13 @@ fn look(c: &Client, id: &str, token: &str, receipt: Option<&str>) -> Value {
     let mut req = c
         .agent
         .get(&format!("{}/api/campaigns/{id}/queue", c.base()))
-        .set("Authorization", &format!("Bearer {token}"));
+        .header("Authorization", &format!("Bearer {token}"));
     if let Some(r) = receipt {
-        req = req.set("Queue-Receipt", r);
+        req = req.header("Queue-Receipt", r);
     }
     match req.call() {
-        Ok(r) => r.into_json().expect("json"),
+        Ok(mut r) if r.status().as_u16() < 400 => r.body_mut().read_json().expect("json"),
+        Ok(r) => panic!("look failed: {}", r.status()),
         Err(e) => panic!("look failed: {e}"),
     }
 }
@@ -74,12 +75,11 @@ fn buy_keyed(c: &Client, id: &str, token: &str, pass: Option<&str>, key: &str) -
     let res = c
         .agent
         .post(&format!("{}/api/campaigns/{id}/purchase", c.base()))
-        .set("Authorization", &format!("Bearer {token}"))
-        .set("Idempotency-Key", key)
-        .send_string(&body);
+        .header("Authorization", &format!("Bearer {token}"))
+        .header("Idempotency-Key", key)
+        .send(&body);
     match res {
-        Ok(r) => (r.status(), r.into_json().unwrap_or_default()),
-        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or_default()),
+        Ok(r) => (r.status().as_u16(), body_json(r)),
         Err(e) => panic!("transport error: {e}"),
     }
 }
@@ -439,11 +439,7 @@ fn a_node_killed_mid_admission_and_redis_restarted_from_its_log_lose_nobody_thei
         .leader
         .expect("a leader");
     // The node whose metrics count admissions holds the lease.
-    let metrics = ureq::get(&format!("http://127.0.0.1:{}/metrics", a.admin_port))
-        .call()
-        .expect("metrics")
-        .into_string()
-        .expect("text");
+    let metrics = get_text(&format!("http://127.0.0.1:{}/metrics", a.admin_port), None);
     let a_leads = metrics
         .lines()
         .any(|l| l.starts_with("seckill_queue_wait_seconds_count") && !l.ends_with(" 0"));

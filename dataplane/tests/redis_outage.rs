@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{open_sale, spec, Node, Redis};
+use common::{agent, header, open_sale, spec, Node, Redis};
 
 use std::time::{Duration, Instant};
 
@@ -87,13 +87,12 @@ fn a_node_started_before_redis_serves_once_redis_is_up() {
         (503, Some("starting")),
         "{body}"
     );
-    let retry = ureq::get(&node.url("/api/campaigns/late"))
+    let retry = agent()
+        .get(&node.url("/api/campaigns/late"))
         .call()
-        .err()
-        .and_then(|e| match e {
-            ureq::Error::Status(_, r) => r.header("retry-after").map(str::to_string),
-            _ => None,
-        });
+        .ok()
+        .filter(|r| r.status().as_u16() >= 400)
+        .and_then(|r| header(&r, "retry-after").map(str::to_string));
     assert_eq!(retry.as_deref(), Some("1"));
     assert_eq!(node.readyz().0, 503);
     redis.restart();

@@ -28,24 +28,21 @@ fn a_node_restarted_in_a_surge_never_calls_the_live_sale_unknown() {
             let (answers, acknowledged) = (answers.clone(), acknowledged.clone());
             std::thread::spawn(move || {
                 let secret = Secret::new(SECRET.as_bytes().to_vec()).expect("secret");
-                let mut agent = ureq::AgentBuilder::new()
-                    .timeout(Duration::from_secs(5))
-                    .build();
+                let new_agent =
+                    || common::agent_with(|c| c.timeout_global(Some(Duration::from_secs(5))));
+                let mut agent = new_agent();
                 while !stop.load(Ordering::Relaxed) {
                     let user = format!("u{}", next_user.fetch_add(1, Ordering::Relaxed));
                     let token = issue_token(&secret, &user, seckill_dataplane::now_ms() + 600_000);
                     let reply = agent
                         .post(&url)
-                        .set("Authorization", &format!("Bearer {token}"))
-                        .send_string(r#"{"quantity":1}"#);
+                        .header("Authorization", &format!("Bearer {token}"))
+                        .send(r#"{"quantity":1}"#);
                     let (code, body): (u16, serde_json::Value) = match reply {
-                        Ok(r) => (r.status(), r.into_json().unwrap_or_default()),
-                        Err(ureq::Error::Status(c, r)) => (c, r.into_json().unwrap_or_default()),
+                        Ok(r) => (r.status().as_u16(), common::body_json(r)),
                         Err(_) => {
                             // The node is down: a fresh connection once it is back.
-                            agent = ureq::AgentBuilder::new()
-                                .timeout(Duration::from_secs(5))
-                                .build();
+                            agent = new_agent();
                             std::thread::sleep(Duration::from_millis(5));
                             continue;
                         }

@@ -5,7 +5,10 @@
 
 mod common;
 
-use common::{free_port, open_sale, spec, wait_until, write_secret, Node, Redis, SECRET};
+use common::{
+    agent, answers, body_json, body_text, free_port, open_sale, spec, status_of, wait_until,
+    write_secret, Node, Redis, SECRET,
+};
 use seckill_dataplane::auth::{issue_token, Secret};
 use std::path::Path;
 use std::process::{Child, Command, Output};
@@ -38,9 +41,8 @@ fn node_url(redis: &Redis) -> String {
 }
 
 fn get(url: &str) -> common::Answer {
-    match ureq::get(url).call() {
-        Ok(r) => (r.status(), r.into_json().unwrap_or_default()),
-        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or_default()),
+    match agent().get(url).call() {
+        Ok(r) => (r.status().as_u16(), body_json(r)),
         Err(e) => panic!("transport error: {e}"),
     }
 }
@@ -77,15 +79,15 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
     );
     let base = format!("http://127.0.0.1:{port}");
     wait_until("the node", Duration::from_secs(20), || {
-        ureq::get(&format!("{base}/api/time")).call().is_ok()
+        answers(&format!("{base}/api/time"))
     });
 
     // Nobody can mint a session for someone else.
-    let (code, body) = match ureq::post(&format!("{base}/api/session"))
-        .send_string(r#"{"user_id":"victim@example.com"}"#)
+    let (code, body) = match agent()
+        .post(&format!("{base}/api/session"))
+        .send(r#"{"user_id":"victim@example.com"}"#)
     {
-        Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
-        Err(ureq::Error::Status(c, r)) => (c, r.into_string().unwrap_or_default()),
+        Ok(r) => (r.status().as_u16(), body_text(r)),
         Err(e) => panic!("{e}"),
     };
     assert_eq!(code, 404, "{body}");
@@ -110,15 +112,12 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
     );
     let shop = Secret::new(SECRET.as_bytes().to_vec()).expect("secret");
     let now = seckill_dataplane::now_ms();
-    let buy = |token: &str| match ureq::post(&format!("{base}/api/campaigns/deploy/purchase"))
-        .set("Authorization", &format!("Bearer {token}"))
-        .send_string(r#"{"quantity":1}"#)
+    let buy = |token: &str| match agent()
+        .post(&format!("{base}/api/campaigns/deploy/purchase"))
+        .header("Authorization", &format!("Bearer {token}"))
+        .send(r#"{"quantity":1}"#)
     {
-        Ok(r) => (
-            r.status(),
-            r.into_json::<serde_json::Value>().unwrap_or_default(),
-        ),
-        Err(ureq::Error::Status(c, r)) => (c, r.into_json().unwrap_or_default()),
+        Ok(r) => (r.status().as_u16(), body_json(r)),
         Err(e) => panic!("{e}"),
     };
     let (code, body) = buy(&issue_token(&shop, "alice", now + 600_000));
@@ -164,14 +163,15 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
     assert!(logged.contains("seckill-node"), "{logged}");
     assert!(!logged.contains(password.trim()), "the password was logged");
 
-    // The per-IP limit is on: one address asking 400 times at once is slowed down.
-    let agent = ureq::AgentBuilder::new().build();
+    // The per-IP limit is on: one address asking 400 times at once, on one keep-alive
+    // connection (each answer read, so the connection is reused), is slowed down.
+    let agent = agent();
     let limited = (0..400)
         .filter(|_| {
-            matches!(
-                agent.get(&format!("{base}/api/time")).call(),
-                Err(ureq::Error::Status(429, _))
-            )
+            agent
+                .get(&format!("{base}/api/time"))
+                .call()
+                .is_ok_and(|r| status_of(r) == 429)
         })
         .count();
     assert!(limited > 0, "no request of 400 was rate limited");
@@ -227,19 +227,17 @@ fn settings_that_would_open_a_node_up_refuse_to_start_and_say_why() {
     ];
     let _started = Proc(run(args, &with_token).spawn().expect("serve"));
     wait_until("the node with a token", Duration::from_secs(20), || {
-        ureq::get(&format!("http://127.0.0.1:{port}/api/time"))
-            .call()
-            .is_ok()
+        answers(&format!("http://127.0.0.1:{port}/api/time"))
     });
 
     // A configuration that turns the issuer on can be overruled on the command line,
     // and the variable turns it on for a local run.
     std::fs::write(dir.path().join("demo.toml"), "demo_issuer = true\n").expect("config");
-    let session = |port: &str| match ureq::post(&format!("http://127.0.0.1:{port}/api/session"))
-        .send_string(r#"{"user_id":"alice"}"#)
+    let session = |port: &str| match agent()
+        .post(&format!("http://127.0.0.1:{port}/api/session"))
+        .send(r#"{"user_id":"alice"}"#)
     {
-        Ok(r) => r.status(),
-        Err(ureq::Error::Status(c, _)) => c,
+        Ok(r) => r.status().as_u16(),
         Err(e) => panic!("{e}"),
     };
     for (flag, env, expected) in [
@@ -258,9 +256,7 @@ fn settings_that_would_open_a_node_up_refuse_to_start_and_say_why() {
             .collect();
         let _node = Proc(run(args, &envs).spawn().expect("serve"));
         wait_until("the node", Duration::from_secs(20), || {
-            ureq::get(&format!("http://127.0.0.1:{port}/api/time"))
-                .call()
-                .is_ok()
+            answers(&format!("http://127.0.0.1:{port}/api/time"))
         });
         assert_eq!(session(&port), expected, "{flag:?} {env:?}");
     }

@@ -95,16 +95,41 @@ pub fn run(a: &BurstArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Reads an answer to its end, so that its connection stays the worker's, and gives its
+/// status.
+fn read_out(mut r: ureq::http::Response<ureq::Body>) -> u16 {
+    let _ = std::io::copy(&mut r.body_mut().as_reader(), &mut std::io::sink());
+    r.status().as_u16()
+}
+
+/// What kind of failure kept an answer from coming back: an outcome's name, without the
+/// details that would make every failure an outcome of its own.
+fn kind(e: &ureq::Error) -> &'static str {
+    match e {
+        ureq::Error::Io(_) => "network error",
+        ureq::Error::Timeout(_) => "timed out",
+        ureq::Error::ConnectionFailed => "connection failed",
+        ureq::Error::HostNotFound => "dns failed",
+        ureq::Error::Protocol(_) => "bad answer",
+        _ => "other error",
+    }
+}
+
 fn worker(
     w: usize,
     a: &BurstArgs,
     sent: &AtomicUsize,
     outcomes: &Mutex<BTreeMap<String, usize>>,
 ) -> anyhow::Result<()> {
-    let agent = ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(10))
+    // Every answer comes back as a response, whatever its status: its code and error
+    // are the outcome.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(10)))
         .max_idle_connections_per_host(1)
-        .build();
+        .http_status_as_error(false)
+        .proxy(None)
+        .build()
+        .into();
     let mut tokens: BTreeMap<usize, String> = BTreeMap::new();
     let mut local: BTreeMap<String, usize> = BTreeMap::new();
     let _ = w;
@@ -118,13 +143,19 @@ fn worker(
         let token = match tokens.get(&user) {
             Some(t) => t.clone(),
             None => {
-                let answer = agent
+                let mut r = agent
                     .post(&format!("{}/api/session", a.target))
                     .send_json(api::SessionBody {
                         user_id: format!("shopper-{user}"),
                     })
-                    .context("getting a token (is the demo issuer on?)")?
-                    .into_string()?;
+                    .context("getting a token (is the demo issuer on?)")?;
+                let answer = r.body_mut().read_to_string()?;
+                if r.status().as_u16() >= 400 {
+                    bail!(
+                        "getting a token (is the demo issuer on?): {} {answer}",
+                        r.status()
+                    );
+                }
                 let t = serde_json::from_str::<api::Session>(&answer)
                     .context("no token in the answer")?
                     .token
@@ -138,28 +169,37 @@ fn worker(
                 "{}/api/campaigns/{}/purchase",
                 a.target, a.campaign
             ))
-            .set("Authorization", &format!("Bearer {token}"))
+            .header("Authorization", &format!("Bearer {token}"))
             .send_json(serde_json::json!({ "quantity": 1 }));
         let outcome = match res {
-            Ok(r) if (user % 1000) < (a.pay * 1000.0) as usize => {
-                let v: serde_json::Value = r.into_json()?;
+            Ok(mut r) if r.status().as_u16() >= 400 => {
+                let v: serde_json::Value = r.body_mut().read_json().unwrap_or_default();
+                format!(
+                    "{} {}",
+                    r.status().as_u16(),
+                    v["error"].as_str().unwrap_or("?")
+                )
+            }
+            Ok(mut r) if (user % 1000) < (a.pay * 1000.0) as usize => {
+                let v: serde_json::Value = r.body_mut().read_json()?;
                 let id = v["order_id"].as_str().context("no order id")?;
                 match agent
                     .post(&format!("{}/api/orders/{id}/pay", a.target))
-                    .set("Authorization", &format!("Bearer {token}"))
-                    .call()
+                    .header("Authorization", &format!("Bearer {token}"))
+                    .send_empty()
                 {
-                    Ok(_) => "held, paid".to_string(),
-                    Err(ureq::Error::Status(code, _)) => format!("held, pay answered {code}"),
-                    Err(e) => format!("held, pay failed: {}", e.kind()),
+                    Ok(r) => match read_out(r) {
+                        code @ 400.. => format!("held, pay answered {code}"),
+                        _ => "held, paid".to_string(),
+                    },
+                    Err(e) => format!("held, pay failed: {}", kind(&e)),
                 }
             }
-            Ok(_) => "held".to_string(),
-            Err(ureq::Error::Status(code, r)) => {
-                let v: serde_json::Value = r.into_json().unwrap_or_default();
-                format!("{code} {}", v["error"].as_str().unwrap_or("?"))
+            Ok(r) => {
+                read_out(r);
+                "held".to_string()
             }
-            Err(e) => format!("transport: {}", e.kind()),
+            Err(e) => format!("transport: {}", kind(&e)),
         };
         *local.entry(outcome).or_default() += 1;
     }

@@ -2,7 +2,7 @@
 //! before the run starts, so the load never waits on replies (an open model).
 
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use std::net::Ipv4Addr;
 use std::time::Duration;
 

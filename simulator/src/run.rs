@@ -50,9 +50,11 @@ fn tokens(target: &str, names: &[String], threads: usize) -> anyhow::Result<Vec<
         .map(|names| {
             let (names, target) = (names.to_vec(), target.to_string());
             std::thread::spawn(move || -> anyhow::Result<Vec<String>> {
-                let agent = ureq::AgentBuilder::new()
-                    .timeout(Duration::from_secs(10))
-                    .build();
+                let agent: ureq::Agent = ureq::Agent::config_builder()
+                    .timeout_global(Some(Duration::from_secs(10)))
+                    .proxy(None)
+                    .build()
+                    .into();
                 names
                     .iter()
                     .map(|n| {
@@ -60,7 +62,8 @@ fn tokens(target: &str, names: &[String], threads: usize) -> anyhow::Result<Vec<
                             .post(&format!("{target}/api/session"))
                             .send_json(api::SessionBody { user_id: n.clone() })
                             .context("getting a token (is the data plane's demo issuer on?)")?
-                            .into_string()?;
+                            .into_body()
+                            .read_to_string()?;
                         Ok(serde_json::from_str::<api::Session>(&answer)
                             .context("no token in the answer")?
                             .token
@@ -219,9 +222,11 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
     if let Some(q) = &room {
         q.validate(s)?;
     }
-    let agent = ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(5))
-        .build();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .proxy(None)
+        .build()
+        .into();
     let seen = Instant::now();
     for url in &urls {
         while agent

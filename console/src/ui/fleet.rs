@@ -1,7 +1,7 @@
 //! The fleet: every data plane node and order worker that reported in the last seconds.
 
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Color, Style, Stylize};
+use ratatui::style::{Color, Style};
 use ratatui::text::Span;
 use ratatui::widgets::{Cell, Row, Table};
 use ratatui::Frame;

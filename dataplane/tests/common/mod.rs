@@ -17,6 +17,66 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// The tests' HTTP agent: every answer comes back as a response whatever its status (the
+/// tests read the JSON of a 4xx), and no proxy is taken from the environment.
+pub fn agent() -> ureq::Agent {
+    agent_with(|c| c)
+}
+
+/// [`agent`] with more settings (timeouts, idle connections).
+pub fn agent_with(
+    f: impl FnOnce(
+        ureq::config::ConfigBuilder<ureq::typestate::AgentScope>,
+    ) -> ureq::config::ConfigBuilder<ureq::typestate::AgentScope>,
+) -> ureq::Agent {
+    f(ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .proxy(None))
+    .build()
+    .into()
+}
+
+/// The text of a GET that must answer 200 (metrics, with the admin token when given).
+pub fn get_text(url: &str, token: Option<&str>) -> String {
+    let mut req = agent().get(url);
+    if let Some(t) = token {
+        req = req.header("Authorization", &format!("Bearer {t}"));
+    }
+    let r = req.call().expect(url);
+    assert_eq!(r.status(), 200, "{url}");
+    body_text(r)
+}
+
+/// Whether `url` answers a GET below 400.
+pub fn answers(url: &str) -> bool {
+    agent()
+        .get(url)
+        .call()
+        .is_ok_and(|r| r.status().as_u16() < 400)
+}
+
+/// The status of an answer, its body read to the end first: then the connection goes back
+/// to the agent for its next request (an answer dropped unread closes it).
+pub fn status_of(mut r: ureq::http::Response<ureq::Body>) -> u16 {
+    let _ = std::io::copy(&mut r.body_mut().as_reader(), &mut std::io::sink());
+    r.status().as_u16()
+}
+
+/// A body as text, empty when it cannot be read.
+pub fn body_text(mut r: ureq::http::Response<ureq::Body>) -> String {
+    r.body_mut().read_to_string().unwrap_or_default()
+}
+
+/// A body as JSON, `Null` when it is none.
+pub fn body_json(mut r: ureq::http::Response<ureq::Body>) -> serde_json::Value {
+    r.body_mut().read_json().unwrap_or_default()
+}
+
+/// A header of an answer, as text.
+pub fn header<'a>(r: &'a ureq::http::Response<ureq::Body>, name: &str) -> Option<&'a str> {
+    r.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
 /// Polls until `ok` holds, failing after `timeout`; returns how long it took.
 pub fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();
@@ -488,9 +548,7 @@ impl Node {
             child: Some(child),
         };
         let url = node.url("/api/time");
-        wait_until("the data plane", Duration::from_secs(20), || {
-            ureq::get(&url).call().is_ok()
-        });
+        wait_until("the data plane", Duration::from_secs(20), || answers(&url));
         node.wait_synced();
         node
     }
@@ -503,12 +561,7 @@ impl Node {
         let url = self.url("/api/campaigns");
         let deadline = Instant::now() + Duration::from_secs(3);
         while Instant::now() < deadline {
-            let synced = (0..16).all(|_| {
-                !matches!(
-                    ureq::get(&url).call(),
-                    Err(ureq::Error::Status(503, _)) | Err(ureq::Error::Transport(_))
-                )
-            });
+            let synced = (0..16).all(|_| agent().get(&url).call().is_ok_and(|r| r.status() != 503));
             if synced {
                 return;
             }
@@ -570,11 +623,14 @@ impl Node {
 
     /// `/readyz` on the admin listener: status and body; status 0 while nothing answers.
     pub fn readyz(&self) -> Answer {
-        match ureq::get(&format!("http://127.0.0.1:{}/readyz", self.admin_port))
-            .timeout(Duration::from_secs(2))
+        match agent()
+            .get(&format!("http://127.0.0.1:{}/readyz", self.admin_port))
+            .config()
+            .timeout_global(Some(Duration::from_secs(2)))
+            .build()
             .call()
         {
-            Err(ureq::Error::Transport(_)) => (0, serde_json::Value::Null),
+            Err(_) => (0, serde_json::Value::Null),
             r => answer(r),
         }
     }
@@ -582,10 +638,10 @@ impl Node {
     pub fn client(&self) -> Client {
         Client {
             base: self.url(""),
-            agent: ureq::AgentBuilder::new()
-                .timeout(Duration::from_secs(10))
-                .max_idle_connections_per_host(1)
-                .build(),
+            agent: agent_with(|c| {
+                c.timeout_global(Some(Duration::from_secs(10)))
+                    .max_idle_connections_per_host(1)
+            }),
         }
     }
 }
@@ -676,10 +732,9 @@ pub struct Client {
 /// Status and JSON body of an answer.
 pub type Answer = (u16, serde_json::Value);
 
-fn answer(res: Result<ureq::Response, ureq::Error>) -> Answer {
+fn answer(res: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Answer {
     match res {
-        Ok(r) => (r.status(), r.into_json().unwrap_or_default()),
-        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or_default()),
+        Ok(r) => (r.status().as_u16(), body_json(r)),
         Err(e) => panic!("transport error: {e}"),
     }
 }
@@ -693,7 +748,7 @@ impl Client {
     pub fn get(&self, path: &str, token: Option<&str>) -> Answer {
         let mut req = self.agent.get(&format!("{}{path}", self.base));
         if let Some(t) = token {
-            req = req.set("Authorization", &format!("Bearer {t}"));
+            req = req.header("Authorization", &format!("Bearer {t}"));
         }
         answer(req.call())
     }
@@ -702,11 +757,11 @@ impl Client {
         let mut req = self
             .agent
             .post(&format!("{}{path}", self.base))
-            .set("Content-Type", "application/json");
+            .header("Content-Type", "application/json");
         if let Some(t) = token {
-            req = req.set("Authorization", &format!("Bearer {t}"));
+            req = req.header("Authorization", &format!("Bearer {t}"));
         }
-        answer(req.send_string(body))
+        answer(req.send(body))
     }
 
     pub fn token(&self, user: &str) -> String {
@@ -727,11 +782,11 @@ impl Client {
         let mut req = self
             .agent
             .post(&format!("{}/api/campaigns/{campaign}/purchase", self.base))
-            .set("Authorization", &format!("Bearer {token}"));
+            .header("Authorization", &format!("Bearer {token}"));
         if let Some(k) = idem {
-            req = req.set("Idempotency-Key", k);
+            req = req.header("Idempotency-Key", k);
         }
-        answer(req.send_string("{\"quantity\": 1}"))
+        answer(req.send("{\"quantity\": 1}"))
     }
 }
 

@@ -41,6 +41,19 @@ pub fn dataplane_bin() -> PathBuf {
     bin
 }
 
+/// Whether `url` answers a GET below 400 (no proxy from the environment).
+pub fn answers(url: &str) -> bool {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .proxy(None)
+        .build()
+        .into();
+    agent
+        .get(url)
+        .call()
+        .is_ok_and(|r| r.status().as_u16() < 400)
+}
+
 pub fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
     let start = Instant::now();
     while !ok() {
@@ -142,9 +155,7 @@ impl Stack {
                     .expect("data plane"),
             ));
             let target = format!("http://127.0.0.1:{port}");
-            wait_for("the data plane", || {
-                ureq::get(&format!("{target}/api/time")).call().is_ok()
-            });
+            wait_for("the data plane", || answers(&format!("{target}/api/time")));
             targets.push(target);
         }
         Stack {

@@ -34,13 +34,19 @@ impl Browser {
             .stderr(Stdio::null())
             .spawn()
             .expect("chromedriver starts");
-        let http = ureq::AgentBuilder::new()
-            .timeout_connect(Duration::from_secs(5))
-            .timeout(Duration::from_secs(60))
-            .build();
+        // Every answer comes back whatever its status (a WebDriver error is JSON too).
+        let http: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .proxy(None)
+            .timeout_connect(Some(Duration::from_secs(5)))
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
         let base = format!("http://127.0.0.1:{port}");
         super::wait_for("chromedriver", || {
-            http.get(&format!("{base}/status")).call().is_ok()
+            http.get(&format!("{base}/status"))
+                .call()
+                .is_ok_and(|r| r.status().as_u16() < 400)
         });
         let profile = tempfile::tempdir().expect("a profile directory");
         let caps = json!({ "capabilities": { "alwaysMatch": {
@@ -57,7 +63,14 @@ impl Browser {
             .post(&format!("{base}/session"))
             .send_json(caps)
             .map_err(|e| e.to_string())
-            .and_then(|r| r.into_json::<Value>().map_err(|e| e.to_string()));
+            .and_then(|mut r| match r.status().as_u16() {
+                400.. => Err(format!(
+                    "{} {}",
+                    r.status().as_u16(),
+                    r.body_mut().read_to_string().unwrap_or_default()
+                )),
+                _ => r.body_mut().read_json::<Value>().map_err(|e| e.to_string()),
+            });
         let mut browser = Browser {
             driver,
             base,
@@ -77,10 +90,13 @@ impl Browser {
     fn call(&self, path: &str, body: Value) -> Value {
         let url = format!("{}/session/{}{path}", self.base, self.session);
         match self.http.post(&url).send_json(body) {
-            Ok(r) => r.into_json::<Value>().expect("json")["value"].take(),
-            Err(ureq::Error::Status(code, r)) => panic!(
-                "webdriver {path}: {code} {}",
-                r.into_string().unwrap_or_default()
+            Ok(mut r) if r.status().as_u16() < 400 => {
+                r.body_mut().read_json::<Value>().expect("json")["value"].take()
+            }
+            Ok(mut r) => panic!(
+                "webdriver {path}: {} {}",
+                r.status().as_u16(),
+                r.body_mut().read_to_string().unwrap_or_default()
             ),
             Err(e) => panic!("webdriver {path}: {e}"),
         }

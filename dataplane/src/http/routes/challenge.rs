@@ -8,7 +8,7 @@
 
 use hyper::body::Incoming;
 use hyper::Request;
-use rand::Rng;
+use rand::RngExt;
 
 use crate::campaign::State;
 use crate::guard::pow::{self, Ticket};

@@ -217,7 +217,7 @@ bench-micro:
 bench-profile SECONDS="10":
     bench/profile.sh {{SECONDS}}
 
-# Fault drills: a launch with bots through crashes, Redis down or hung, clock skew and a flood; ledger verdicts.
+# Fault drills: a launch with bots through crashes, Redis down or hung, clock skew, floods, and network faults (cut links, lost replies, packet loss) in namespaces; ledger verdicts.
 drill RATE="1500" MODE="full":
     bench/drill.sh {{RATE}} {{MODE}}
 

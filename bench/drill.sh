@@ -7,7 +7,7 @@
 #
 #   bench/drill.sh [RATE] [short]
 #   DRILLS="flood skew" bench/drill.sh   # only those, beside the reference
-#   (names: flood dataplane worker redis redis_slow skew cut replies loss worker_cut)
+#   (names: flood burst dataplane worker redis redis_slow skew cut replies loss worker_cut)
 #
 # `short` (what `just test` runs) has the same drills with a shorter surge and shorter
 # outages. The drills:
@@ -21,6 +21,9 @@
 #   `control.max_clock_skew_ms`), a sale opened by its `starts_at`: nothing sells before
 #   it, both nodes sell within 0.5 s of it (not 0.75 s late), and a node 1.5 s off
 #   reports itself not ready;
+# - slow-loris burst: 1,000 slow-loris connections opened at once, so the header timeout
+#   cuts them together: the purchase p99 in the seconds around the cut beside the run's
+#   steady p99 (judged only by the full drill);
 # - node cut off: a second node joins; the first loses Redis both ways mid-surge (10 s,
 #   short 5 s): the other keeps selling, the cut one reports not ready, opens its breaker
 #   and answers 503 fast;
@@ -229,6 +232,23 @@ sys.exit(1 if f["mishandled"] or f["connect_failures"] or not cut else 0)
 PY
 ) || fail_note="the flood was not refused cleanly: $(head -1 "$work/flood.txt")"
 }
+fault_burst() {
+  # 1,000 slow-loris connections opened in one burst, so the header timeout cuts them
+  # together: does the cut stall the shard?
+  burst_at=$(python3 -c "import sys, time; print(time.time() - float(sys.argv[1]))" "$run_started")
+  $bin/seckill-sim flood --target "http://127.0.0.1:$dport" --duration-s $((surge_s - 2)) \
+      --slow 1000 --slow-ramp-s 0 --malformed-rate 0 --secret-file "$work/secret" \
+      --json "$work/flood.json" > "$work/flood.txt" 2>&1 || true
+  notes=$(python3 - "$work/flood.json" <<'PY'
+import json, sys
+f = json.load(open(sys.argv[1]))
+# The flood keeps 1,000 open: those cut are opened again, and still open at its end.
+print(f"1000 slow-loris opened at once, {f['slow_closed']} cut after {f['slow_longest_s']:.1f} s at most "
+      f"({f['slow_opened']} opened in all); {f['connect_failures']} connections refused")
+sys.exit(1 if f["connect_failures"] or f["slow_closed"] < 1000 or f["slow_longest_s"] > 6.5 else 0)
+PY
+) || fail_note="the burst was not cut cleanly: $(head -1 "$work/flood.txt")"
+}
 fault_skew() {
   # The sale was opened by its clock (see `drill`): two nodes off by 0.8 s either way
   # served it; a third, 1.5 s off, must not call itself ready.
@@ -352,7 +372,7 @@ drill() {
   # fsynced each second, so the disk's fsync stalls (up to 130 ms here) do not drown the
   # comparison. Every other drill has it fsynced on every write, as documented.
   case $fault in
-    fault_none | fault_flood) rcli -p "$rport" CONFIG SET appendfsync everysec >/dev/null ;;
+    fault_none | fault_flood | fault_burst) rcli -p "$rport" CONFIG SET appendfsync everysec >/dev/null ;;
     *) rcli -p "$rport" CONFIG SET appendfsync always >/dev/null ;;
   esac
   if [ "$fault" = fault_skew ]; then
@@ -381,6 +401,7 @@ drill() {
   # same Idempotency-Key, as the campaign's page does.
   case $fault in fault_cut | fault_replies) extra+=(--resend-for-s 30) ;; esac
   campaign_ids > "$work/ids.before"
+  run_started=$(date +%s.%N) burst_at=""
   $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "$target" \
       --redis "$ops_redis" --redis-password-file "$ops_password_file" \
       --secret-file "$work/secret" --create "$campaign_file" \
@@ -423,11 +444,11 @@ sys.exit(0 if not r["overdue_holds"] and s["pending"] == 0 and s["lag"] == 0 els
     sleep 1
   done
   local row
-  row=$(python3 - "$work/report.json" "$work/rec.json" "$name" "$ended" "$recovered" "$fault" "$ref_p99" "$notes" "$fail_note" "$mode" "$ref_503" <<'PY'
+  row=$(python3 - "$work/report.json" "$work/rec.json" "$name" "$ended" "$recovered" "$fault" "$ref_p99" "$notes" "$fail_note" "$mode" "$ref_503" "$burst_at" <<'PY'
 import json, sys
 r, c = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["report"]
 name, ended, recovered, fault, ref_p99, mode = sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), sys.argv[6], sys.argv[7], sys.argv[10]
-ref_503 = sys.argv[11]
+ref_503, burst_at = sys.argv[11], sys.argv[12]
 notes, fail = [n for n in [sys.argv[8]] if n], [f for f in [sys.argv[9]] if f]
 l = c["ledger"]
 acked = r["units_to_people"] + r["units_to_bots"]
@@ -442,6 +463,18 @@ stranded = len(c["overdue_holds"]) + len(c["orphaned_holds"]) + l["in_transit"]
 p99 = r["purchase_latency"]["p99_ms"]
 answers = r["purchase_latency_by_outcome"]
 share_503 = sum(v["count"] for k, v in answers.items() if k.startswith("503")) / max(1, sum(v["count"] for v in answers.values()))
+if fault == "fault_burst" and burst_at:
+    # The header timeout (5 s from the first byte) cuts the burst together.
+    cut = int(float(burst_at) + 5)
+    around = [s["p99_ms"] for s in r["over_time"] if cut - 1 <= s["second"] <= cut + 1 and s["answered"]]
+    worst = max(around, default=0.0)
+    steady = r["steady_purchase_latency"]["p99_ms"]
+    notes.append(f"purchase p99 in the seconds around the cut {worst:.1f} ms, the run's steady p99 {steady:.1f} ms")
+    if worst > 2 * max(steady, float(ref_p99 or 0)) + 10:
+        if mode == "full":
+            fail.append(f"the cut stalled the shard: p99 {worst:.1f} ms around it")
+        else:
+            notes.append("above twice: judged only by the full drill")
 if fault == "fault_loss":
     notes.append(f"503s {share_503:.2%} of purchases, the reference's {float(ref_503 or 0):.2%}; p99 {p99:.1f} ms, the reference's {float(ref_p99 or 0):.1f} ms")
 if fault in ("fault_cut", "fault_replies"):
@@ -476,7 +509,7 @@ if fault == "fault_flood" and ref_p99:
             fail.append(f"steady p99 {steady:.1f} ms above twice the reference's")
         else:
             notes.append("above twice: judged only by the full drill")
-recover = "-" if fault in ("fault_none", "fault_skew", "fault_flood", "fault_loss", "fault_worker_cut") else f"{recovered - ended:.2f} s"
+recover = "-" if fault in ("fault_none", "fault_skew", "fault_flood", "fault_burst", "fault_loss", "fault_worker_cut") else f"{recovered - ended:.2f} s"
 fail += c["violations"]
 bad = lost or oversell or limit or twice or missing or stranded or fail
 verdict = "ok" if not bad else "FAILED: " + "; ".join(fail)
@@ -506,6 +539,7 @@ $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://12
 
 drill "no fault (reference)" fault_none
 drill "flood" fault_flood
+drill "slow-loris burst" fault_burst
 drill "data plane SIGKILL x3" fault_dataplane
 drill "worker SIGKILL" fault_worker
 drill "redis down ${down_s} s" fault_redis

@@ -7,7 +7,8 @@
 #
 #   bench/drill.sh [RATE] [short]
 #   DRILLS="flood skew" bench/drill.sh   # only those, beside the reference
-#   (names: flood burst dataplane worker redis redis_slow skew cut replies loss worker_cut)
+#   (names: flood burst dataplane worker redis redis_slow skew cut replies loss worker_cut
+#   isolate)
 #
 # `short` (what `just test` runs) has the same drills with a shorter surge and shorter
 # outages. The drills:
@@ -32,6 +33,9 @@
 #   and every purchase Redis applied reaches its shopper, none a second unit;
 # - lossy link: 5% of the packets between the node, the worker and Redis lost through
 #   the surge: the p99 and the share of 503s beside the reference's;
+# - master isolated (WAIT, no WAIT): on a Redis Cluster of 3 masters and 3 replicas, one
+#   master cut from its replicas and clients until a replica takes its slots: with
+#   `wait_replicas = 1` no acknowledged purchase is lost; without, what is lost is shown;
 # - worker cut off: the order worker loses Redis both ways (10 s, short 5 s) once paid
 #   orders are being read: none delivered twice, none left undelivered after the drain;
 # - flood: malformed requests and slow-loris connections (`seckill-sim flood`) during the
@@ -72,9 +76,10 @@ if [ -z "${SECKILL_DRILL_NS:-}" ]; then
   [ "$(id -u)" = 0 ] || why="not root"
   command -v iptables >/dev/null || why="${why:+$why, }no iptables (apt-get install iptables)"
   if [ -z "$why" ]; then
-    front="sk$$-clients" back="sk$$-redis"
+    front="sk$$-clients" back="sk$$-redis" lan="sk$$-lan"
+    cluster_ns=(sk$$-c0 sk$$-c1 sk$$-c2 sk$$-c3 sk$$-c4 sk$$-c5)
     teardown() {
-      for n in "$front" "$back"; do
+      for n in "$front" "$back" "$lan" "${cluster_ns[@]}"; do
         ip netns pids "$n" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
         ip netns del "$n" 2>/dev/null || true
       done
@@ -88,11 +93,27 @@ if [ -z "${SECKILL_DRILL_NS:-}" ]; then
       for n in "$front" "$back"; do
         ip netns exec "$n" ip link set lo up && ip netns exec "$n" ip link set eth0 up || return 1
       done
+      # The cluster's network: a bridge, the clients' second leg (198.18.1.1) and one
+      # namespace per cluster node (198.18.1.10 to .15).
+      ip netns add "$lan" && ip netns exec "$lan" ip link add br0 type bridge &&
+        ip netns exec "$lan" ip link set br0 up &&
+        ip netns exec "$front" ip link add eth1 type veth peer name clients netns "$lan" &&
+        ip netns exec "$lan" ip link set clients master br0 up &&
+        ip netns exec "$front" ip addr add 198.18.1.1/24 dev eth1 &&
+        ip netns exec "$front" ip link set eth1 up || return 1
+      for i in 0 1 2 3 4 5; do
+        local n=${cluster_ns[$i]}
+        ip netns add "$n" && ip netns exec "$n" ip link add eth0 type veth peer name "c$i" netns "$lan" &&
+          ip netns exec "$lan" ip link set "c$i" master br0 up &&
+          ip netns exec "$n" ip addr add "198.18.1.1$i/24" dev eth0 &&
+          ip netns exec "$n" ip link set eth0 up && ip netns exec "$n" ip link set lo up || return 1
+      done
       ip netns exec "$front" iptables -L INPUT -n >/dev/null 2>&1
     }
     if make_namespaces 2>/dev/null; then
       status=0
-      SECKILL_DRILL_NS="$back" ip netns exec "$front" bash bench/drill.sh "$@" || status=$?
+      SECKILL_DRILL_NS="$back" SECKILL_DRILL_CLUSTER_NS="${cluster_ns[*]}" \
+        ip netns exec "$front" bash bench/drill.sh "$@" || status=$?
       exit "$status"
     fi
     why="network namespaces or iptables do not work here"
@@ -102,7 +123,7 @@ if [ -z "${SECKILL_DRILL_NS:-}" ]; then
   echo "the network drills are skipped: $why" >&2
   SECKILL_DRILL_NS=none
 fi
-net_drills="fault_cut fault_replies fault_loss fault_worker_cut"
+net_drills="fault_cut fault_replies fault_loss fault_worker_cut fault_isolate fault_isolate_nowait"
 if [ "$SECKILL_DRILL_NS" = none ]; then
   in_redis_ns() { "$@"; }
   rh_node=127.0.0.1 rh_other=127.0.0.1 rh_worker=127.0.0.1 rh_ops=127.0.0.1
@@ -123,6 +144,7 @@ heal() { iptables -F INPUT; iptables -F OUTPUT; }
 
 . bench/lib.sh
 rport=$(port) dport=$(port) aport=$(port)
+db="$work/orders.sqlite"
 make_users
 node_redis="redis://seckill-node@$rh_node:$rport"
 worker_redis="redis://seckill-node@$rh_worker:$rport"
@@ -169,7 +191,7 @@ skewed_node() {
   wait_http "http://127.0.0.1:$2"
 }
 node_up() {
-  $bin/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.0.1:$dport" \
+  $bin/seckill-dataplane serve --config "${node_config:-$work/dp.toml}" --listen "127.0.0.1:$dport" \
       --redis "$node_redis" --redis-password-file "$node_password_file" \
       --admin-listen "127.0.0.1:$aport" --shards 2 --secret-file "$work/secret" 2>>"$work/dataplane.log" &
   node_pid=$!
@@ -179,8 +201,9 @@ node_up() {
     { echo "the data plane did not start: $(tail -3 "$work/dataplane.log")" >&2; exit 1; }
 }
 worker_up() {
-  $bin/seckill-dataplane worker --redis "$worker_redis" --redis-password-file "$node_password_file" \
-      --secret-file "$work/secret" --name drill --db "$work/orders.sqlite" 2>>"$work/worker.log" &
+  $bin/seckill-dataplane worker ${worker_config:+--config "$worker_config"} \
+      --redis "$worker_redis" --redis-password-file "$node_password_file" \
+      --secret-file "$work/secret" --name drill --db "$db" 2>>"$work/worker.log" &
   worker_pid=$!
   pids+=($worker_pid)
 }
@@ -335,7 +358,7 @@ fault_loss() {
 backlog() {
   # (Mid-run the verdict may be "in flight": the report is what counts here.)
   { $bin/seckill-dataplane reconcile --redis "$ops_redis" --redis-password-file "$ops_password_file" \
-      "$campaign" --db "$work/orders.sqlite" --json 2>/dev/null || true; } | python3 -c '
+      "$campaign" --db "$db" --json 2>/dev/null || true; } | python3 -c '
 import json, sys
 r = json.load(sys.stdin)["report"]
 s, delivered = r["streams"], r["orders_in_redis"].get("delivered", 0)
@@ -351,13 +374,80 @@ fault_worker_cut() {
   heal
 }
 
+# The cluster drill's stack: 3 masters and 3 replicas, one per namespace (198.18.1.10 to
+# .15, each on port 7000), as scripts/cluster.sh makes them on loopback: appendfsync
+# always, node timeout 2 s, the managed users, replicas logged in as seckill-admin.
+read -r -a cluster_ns <<< "${SECKILL_DRILL_CLUSTER_NS:-}"
+cadmin() { redis-cli --user seckill-admin -p 7000 "$@"; }
+cluster_up() {
+  local i
+  for i in 0 1 2 3 4 5; do
+    mkdir -p "$work/c$i"
+    ip netns exec "${cluster_ns[$i]}" redis-server "$work/users/replication.conf" --port 7000 \
+      --bind "198.18.1.1$i" --cluster-enabled yes --cluster-config-file nodes.conf \
+      --cluster-node-timeout 2000 --cluster-announce-ip "198.18.1.1$i" \
+      --appendonly yes --appendfsync always --save "" --aclfile "$work/users/users.acl" \
+      --dir "$work/c$i" >>"$work/c$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in 0 1 2 3 4 5; do
+    for _ in $(seq 100); do cadmin -h "198.18.1.1$i" ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
+  done
+  cadmin --cluster create $(for i in 0 1 2 3 4 5; do printf '198.18.1.1%s:7000 ' "$i"; done) \
+    --cluster-replicas 1 --cluster-yes >"$work/cluster-create.log" 2>&1
+  for _ in $(seq 200); do
+    local ok=0 up=0
+    for i in 0 1 2 3 4 5; do
+      cadmin -h "198.18.1.1$i" cluster info 2>/dev/null | grep -q cluster_state:ok && ok=$((ok + 1))
+      cadmin -h "198.18.1.1$i" info replication 2>/dev/null | grep -q master_link_status:up && up=$((up + 1))
+    done
+    [ "$ok" = 6 ] && [ "$up" = 3 ] && return 0
+    sleep 0.1
+  done
+  echo "the cluster did not come up: $(tail -3 "$work/cluster-create.log")" >&2
+  return 1
+}
+# A master of the cluster cut off from its replicas and its clients (every packet on its
+# link dropped, inside its own namespace), until a replica has taken its slots; then
+# the link heals and it must come back as a replica.
+fault_isolate() {
+  sleep 1
+  local master ns t0 other promoted="" rejoined="" i
+  master=$(cadmin -h 198.18.1.10 cluster nodes | awk '$3 ~ /master/ && $3 !~ /fail/ { split($2, a, ":"); print a[1]; exit }')
+  ns=${cluster_ns[$((${master##*.} - 10))]}
+  for i in 0 1 2 3 4 5; do [ "198.18.1.1$i" = "$master" ] || { other="198.18.1.1$i"; break; }; done
+  ip netns exec "$ns" iptables -I INPUT -i eth0 -j DROP
+  ip netns exec "$ns" iptables -I OUTPUT -o eth0 -j DROP
+  t0=$(date +%s.%N)
+  for _ in $(seq 200); do
+    if cadmin -h "$other" cluster nodes | grep "$master:7000" | grep -q fail &&
+      cadmin -h "$other" cluster info | grep -q cluster_state:ok; then
+      promoted=$(since "$t0")
+      break
+    fi
+    sleep 0.1
+  done
+  # The sale goes on against the promoted replica for a while.
+  sleep 2
+  ip netns exec "$ns" iptables -F
+  for _ in $(seq 200); do
+    cadmin -h "$master" info replication 2>/dev/null | grep -q role:slave && { rejoined=$(since "$t0"); break; }
+    sleep 0.1
+  done
+  notes="master $master isolated: its replica took over after ${promoted:-never} s, it came back as a replica ${rejoined:-never} s after the cut"
+  [ -n "$promoted" ] || fail_note="no replica took the isolated master's slots"
+}
+fault_isolate_nowait() { fault_isolate; }
+
 rows=()
 failed=0
 ref_p99="" ref_503=""
 drill() {
   local name=$1 fault=$2 target="http://127.0.0.1:$dport" extra=()
   # DRILLS="flood skew" runs only those (and the reference).
-  if [ -n "${DRILLS:-}" ] && [ "$fault" != fault_none ] && [[ " $DRILLS " != *" ${fault#fault_} "* ]]; then
+  local short=${fault#fault_}
+  short=${short%_nowait}
+  if [ -n "${DRILLS:-}" ] && [ "$fault" != fault_none ] && [[ " $DRILLS " != *" $short "* ]]; then
     return
   fi
   if [ "$SECKILL_DRILL_NS" = none ] && [[ " $net_drills " == *" $fault "* ]]; then
@@ -366,12 +456,13 @@ drill() {
   fi
   notes="" fail_note=""
   local campaign_file="$work/campaign.toml"
-  case $fault in fault_cut | fault_replies | fault_loss | fault_worker_cut) campaign_file="$work/campaign-big.toml" ;; esac
+  case $fault in fault_cut | fault_replies | fault_loss | fault_worker_cut | fault_isolate*) campaign_file="$work/campaign-big.toml" ;; esac
   echo "== drill: $name" >&2
   # The reference and the flood compare latencies: there the append-only file is
   # fsynced each second, so the disk's fsync stalls (up to 130 ms here) do not drown the
   # comparison. Every other drill has it fsynced on every write, as documented.
   case $fault in
+    fault_isolate | fault_isolate_nowait) ;;
     fault_none | fault_flood | fault_burst) rcli -p "$rport" CONFIG SET appendfsync everysec >/dev/null ;;
     *) rcli -p "$rport" CONFIG SET appendfsync always >/dev/null ;;
   esac
@@ -399,13 +490,13 @@ drill() {
   fi
   # Shoppers whose answer was lost, or who heard 503, send the purchase again with the
   # same Idempotency-Key, as the campaign's page does.
-  case $fault in fault_cut | fault_replies) extra+=(--resend-for-s 30) ;; esac
+  case $fault in fault_cut | fault_replies | fault_isolate | fault_isolate_nowait) extra+=(--resend-for-s 30) ;; esac
   campaign_ids > "$work/ids.before"
   run_started=$(date +%s.%N) burst_at=""
   $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "$target" \
       --redis "$ops_redis" --redis-password-file "$ops_password_file" \
       --secret-file "$work/secret" --create "$campaign_file" \
-      --db "$work/orders.sqlite" --rate "$rate" --duration-s "$surge_s" --p99-ms 100000 \
+      --db "$db" --rate "$rate" --duration-s "$surge_s" --p99-ms 100000 \
       --fail-on "oversell==0" --json "$work/report.json" "${extra[@]}" > "$work/sim.txt" 2>&1 &
   local sim=$!
   sleep 2.5
@@ -435,7 +526,7 @@ drill() {
   # Drain: holds expire after 8 s and the worker catches up.
   for _ in $(seq 60); do
     $bin/seckill-dataplane reconcile --redis "$ops_redis" --redis-password-file "$ops_password_file" \
-        "$id" --db "$work/orders.sqlite" --json > "$work/rec.json" 2>/dev/null || true
+        "$id" --db "$db" --json > "$work/rec.json" 2>/dev/null || true
     python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))["report"]
@@ -511,6 +602,12 @@ if fault == "fault_flood" and ref_p99:
             notes.append("above twice: judged only by the full drill")
 recover = "-" if fault in ("fault_none", "fault_skew", "fault_flood", "fault_burst", "fault_loss", "fault_worker_cut") else f"{recovered - ended:.2f} s"
 fail += c["violations"]
+if fault == "fault_isolate_nowait":
+    # What an acknowledged purchase risks without WAIT, stated, not judged: the ledger's
+    # other promises still are.
+    notes.append(f"without WAIT: {lost} acknowledged purchases lost with the master, {missing} orders the stores lack")
+    fail = [v for v in fail if "oversell" in v or "limit" in v or "delivered more than once" in v]
+    lost = missing = stranded = 0
 bad = lost or oversell or limit or twice or missing or stranded or fail
 verdict = "ok" if not bad else "FAILED: " + "; ".join(fail)
 print(f"{name:<22} {lost:>5} {oversell:>8} {limit:>6} {twice:>6} {missing:>7} {stranded:>8} {recover:>9} {p99:>9.1f} ms  {verdict}" + (f"  ({'; '.join(notes)})" if notes else ""))
@@ -535,7 +632,7 @@ echo "== warm-up" >&2
 $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
     --redis "$ops_redis" --redis-password-file "$ops_password_file" \
     --secret-file "$work/secret" --create config/campaigns/demo.toml \
-    --db "$work/orders.sqlite" --rate "$rate" --duration-s 4 --p99-ms 100000 > /dev/null 2>&1 || true
+    --db "$db" --rate "$rate" --duration-s 4 --p99-ms 100000 > /dev/null 2>&1 || true
 
 drill "no fault (reference)" fault_none
 drill "flood" fault_flood
@@ -549,6 +646,27 @@ drill "node cut off ${cut_s} s" fault_cut
 drill "replies lost ${replies_s} s" fault_replies
 drill "lossy link 5%" fault_loss
 drill "worker cut off ${cut_s} s" fault_worker_cut
+
+# On a Redis Cluster: the stack moves there (a node with and without WAIT, a worker).
+if [ "$SECKILL_DRILL_NS" = none ]; then
+  drill "master cut, WAIT" fault_isolate
+  drill "master cut, no WAIT" fault_isolate_nowait
+elif [ -z "${DRILLS:-}" ] || [[ " $DRILLS " == *" isolate "* ]]; then
+  echo "== the cluster" >&2
+  cluster_up
+  kill "$node_pid" "$worker_pid" 2>/dev/null || true
+  wait "$node_pid" "$worker_pid" 2>/dev/null || true
+  node_redis="redis://seckill-node@198.18.1.10:7000" worker_redis="redis://seckill-node@198.18.1.10:7000"
+  ops_redis="redis://seckill-ops@198.18.1.10:7000" db="$work/cluster.sqlite"
+  printf '[redis_client]\nwait_replicas = 1\nwait_timeout_ms = 200\n' | cat "$work/dp.toml" - > "$work/dp-wait.toml"
+  node_config="$work/dp-wait.toml" node_up
+  # The worker stores only what a replica has (it honours wait_replicas too).
+  worker_config="$work/dp-wait.toml" worker_up
+  drill "master cut, WAIT" fault_isolate
+  kill "$node_pid" 2>/dev/null || true; wait "$node_pid" 2>/dev/null || true
+  node_config="$work/dp.toml" node_up
+  drill "master cut, no WAIT" fault_isolate_nowait
+fi
 
 printf '%-22s %5s %8s %6s %6s %7s %8s %9s %12s\n' drill lost oversell limit twice missing stranded recovered "purchase p99"
 for r in "${rows[@]}"; do echo "$r"; done

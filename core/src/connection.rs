@@ -53,6 +53,34 @@ impl Connection {
         matches!(self, Connection::Cluster(_))
     }
 
+    /// `WAIT` on the master that serves `key`, over the link this connection's commands
+    /// on that key took: until `replicas` replicas have every write this client made there
+    /// (an `XREADGROUP` is one: it moves the group, after every entry it read), `timeout`
+    /// at most. Returns how many replicas confirmed.
+    pub fn wait_for_replicas(
+        &mut self,
+        key: &str,
+        replicas: u32,
+        timeout: Duration,
+    ) -> RedisResult<i64> {
+        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
+        let wait = redis::cmd("WAIT")
+            .arg(replicas)
+            .arg(timeout.as_millis() as u64)
+            .clone();
+        match self {
+            Connection::Single(con) => wait.query(con),
+            Connection::Cluster(con) => {
+                let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
+                let v = con.route_command(
+                    &wait,
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                )?;
+                i64::from_redis_value(v).map_err(Into::into)
+            }
+        }
+    }
+
     /// Runs a pipeline: one round trip on one server; on a cluster, each command on its
     /// slot's master, in order, every reply kept (also those marked `ignore()`: read such
     /// pipelines as `()`).

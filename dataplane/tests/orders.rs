@@ -189,6 +189,61 @@ fn a_worker_killed_mid_batch_loses_nothing_and_writes_nothing_twice() {
 }
 
 #[test]
+fn a_worker_that_waits_for_a_replica_stores_nothing_the_replica_lacks() {
+    let redis = Redis::start();
+    let node = Node::start_without_worker(&redis, 1);
+    open_sale(&redis, &node, spec("wait", 20, 2, 1));
+    let held = crowd(&node, "wait", 0..20, 4);
+    assert_eq!(held.len(), 20);
+    let stored = |db: &std::path::Path| {
+        OrderDb::open_existing(db)
+            .and_then(|db| db.orders("wait"))
+            .map(|o| o.len())
+            .unwrap_or(0)
+    };
+    // No replica yet: what the worker reads could vanish with its master in a failover,
+    // so nothing of it is stored.
+    let worker = WorkerProc::start_with(
+        &redis,
+        "w1",
+        "[redis_client]\nwait_replicas = 1\nwait_timeout_ms = 100\n",
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        stored(&worker.db),
+        0,
+        "stored before any replica had the events"
+    );
+
+    // A replica joins: once it has the events, the worker stores them all.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let users = redis.users();
+    let replica_port = common::free_port();
+    let mut replica = Command::new("redis-server")
+        .arg(users.join("replication.conf"))
+        .args(["--port", &replica_port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--replicaof", "127.0.0.1", &redis.port.to_string()])
+        .arg("--aclfile")
+        .arg(users.join("users.acl"))
+        .args(["--save", "", "--appendonly", "no", "--dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start replica");
+    let took = common::wait_until(
+        "the worker to store every order",
+        Duration::from_secs(20),
+        || stored(&worker.db) == 20,
+    );
+    eprintln!("stored every order {took:?} after the replica started");
+    let _ = replica.kill();
+    let _ = replica.wait();
+    let r = reconciled(&redis, "wait", std::slice::from_ref(&worker.db));
+    assert!(r.holds() && r.drained(), "{r}");
+    assert!(r.missing.is_empty() && r.unknown.is_empty(), "{r}");
+}
+
+#[test]
 fn a_payment_racing_the_expiry_of_its_hold_either_pays_or_expires() {
     let redis = Redis::start();
     let node = Node::start(&redis, 2);

@@ -35,6 +35,10 @@ pub struct WorkerOptions {
     pub claim_idle: Duration,
     /// Counters for the node's `/metrics`, when the worker runs inside `serve`.
     pub metrics: Option<std::sync::Arc<crate::metrics::WorkerMetrics>>,
+    /// Replicas that must hold what was read before it is stored (`WAIT`), so an order
+    /// a master loses unreplicated never reaches a store; 0 stores at once.
+    pub wait_replicas: u32,
+    pub wait_timeout: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +183,11 @@ impl Worker {
                 }
             }
         }
+        if !entries.is_empty() && !self.replicated(&entries)? {
+            // Left pending: claimed again after `claim_idle`, once the replicas have it
+            // (or, after a failover, gone with the master that never acknowledged it).
+            return Ok(0);
+        }
         if entries.is_empty() {
             self.note_undelivered(&[], &HashSet::new());
             return Ok(0);
@@ -227,6 +236,27 @@ impl Worker {
             m.events.fetch_add(done, Ordering::Relaxed);
         }
         Ok(entries.len())
+    }
+
+    /// Whether every stream read from is held by `wait_replicas` replicas: what a master
+    /// had not replicated when it was read could vanish with it in a failover, and a
+    /// store must never keep an order Redis then has no record of.
+    fn replicated(&mut self, entries: &[(usize, StreamId)]) -> Result<bool, WorkerError> {
+        if self.opts.wait_replicas == 0 {
+            return Ok(true);
+        }
+        let streams: HashSet<usize> = entries.iter().map(|(i, _)| *i).collect();
+        for i in streams {
+            let key = &self.streams[i].key;
+            let n =
+                self.con
+                    .wait_for_replicas(key, self.opts.wait_replicas, self.opts.wait_timeout)?;
+            if n < i64::from(self.opts.wait_replicas) {
+                tracing::warn!(stream = %key, replicas = n, wanted = self.opts.wait_replicas, "events not yet on enough replicas; left pending");
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Binds a licence key to each paid order and marks it delivered, once: a replayed

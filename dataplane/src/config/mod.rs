@@ -197,6 +197,8 @@ impl Settings {
             batch: self.worker.batch,
             claim_idle: Duration::from_millis(self.worker.claim_idle_ms),
             metrics: None,
+            wait_replicas: self.redis_client.wait_replicas,
+            wait_timeout: Duration::from_millis(self.redis_client.wait_timeout_ms),
         }
     }
 }

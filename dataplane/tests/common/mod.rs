@@ -664,12 +664,17 @@ pub struct WorkerProc {
 
 impl WorkerProc {
     pub fn start(redis: &impl RedisUrl, name: &str) -> WorkerProc {
+        Self::start_with(redis, name, "")
+    }
+
+    /// Starts a worker whose config file ends with `extra` TOML.
+    pub fn start_with(redis: &impl RedisUrl, name: &str, extra: &str) -> WorkerProc {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path().display();
         write_secret(dir.path());
         let config = format!(
             "{}secret_file = \"{d}/secret\"\n[worker]\nname = \"{name}\"\n\
-             db = \"{d}/{name}.sqlite\"\nclaim_idle_ms = 1000\nbatch = 64\n",
+             db = \"{d}/{name}.sqlite\"\nclaim_idle_ms = 1000\nbatch = 64\n{extra}\n",
             redis.node_config()
         );
         std::fs::write(dir.path().join("worker.toml"), config).expect("write config");

@@ -53,6 +53,14 @@ fn crowd(
         .collect()
 }
 
+/// Orders of `campaign` in the store at `db` so far (none before the worker made it).
+fn stored(db: &std::path::Path, campaign: &str) -> usize {
+    OrderDb::open_existing(db)
+        .and_then(|db| db.orders(campaign))
+        .map(|o| o.len())
+        .unwrap_or(0)
+}
+
 fn order(c: &Client, id: &str, token: &str) -> serde_json::Value {
     let (code, body) = c.get(&format!("/api/orders/{id}"), Some(token));
     assert_eq!(code, 200, "{body}");
@@ -151,12 +159,7 @@ fn a_worker_killed_mid_batch_loses_nothing_and_writes_nothing_twice() {
     let node = Node::start_without_worker(&redis, 2);
     open_sale(&redis, &node, spec("crash", 3000, 8, 1));
     let mut first = WorkerProc::start(&redis, "w1");
-    let stored = |db: &std::path::Path| {
-        OrderDb::open_existing(db)
-            .and_then(|db| db.orders("crash"))
-            .map(|o| o.len())
-            .unwrap_or(0)
-    };
+    let stored = |db: &std::path::Path| stored(db, "crash");
     let buyers = std::thread::scope(|s| {
         let h = s.spawn(|| crowd(&node, "crash", 0..3000, 32));
         // Kill the worker while it is busy with the surge's events: once it has stored
@@ -195,12 +198,7 @@ fn a_worker_that_waits_for_a_replica_stores_nothing_the_replica_lacks() {
     open_sale(&redis, &node, spec("wait", 20, 2, 1));
     let held = crowd(&node, "wait", 0..20, 4);
     assert_eq!(held.len(), 20);
-    let stored = |db: &std::path::Path| {
-        OrderDb::open_existing(db)
-            .and_then(|db| db.orders("wait"))
-            .map(|o| o.len())
-            .unwrap_or(0)
-    };
+    let stored = |db: &std::path::Path| stored(db, "wait");
     // No replica yet: what the worker reads could vanish with its master in a failover,
     // so nothing of it is stored.
     let worker = WorkerProc::start_with(

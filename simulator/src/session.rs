@@ -166,8 +166,11 @@ pub(crate) async fn buy(
     };
     let mut t = tally.borrow_mut();
     t.timed("retry", sent, again.is_ok());
+    // A retry refused for now (503, or no answer) says nothing about the first answer;
+    // any other answer must be the same.
+    let answered = matches!(again, Ok((status, _)) if status != 503);
     let order = match (&order, &again_order) {
-        (Some(_), _) if again_order != order => {
+        (Some(_), _) if answered && again_order != order => {
             t.retry_mismatches += 1;
             order
         }

@@ -130,8 +130,9 @@ fn units_that_come_back_sell_again_on_every_shard_at_once_not_at_the_next_poll()
     let node = Node::start_with(&redis, 2, "[control]\npoll_ms = 1000\nrebalance_ms = 100\n");
     let c = node.client();
     let mut s = spec("back", 2, 1, 1);
-    // Long enough for a shard that sold nothing to learn from two polls that it is out.
-    s.hold_ttl_s = 3;
+    // Long enough for a shard that sold nothing to learn from two polls (a second apart)
+    // that it is out, with room for a loaded machine.
+    s.hold_ttl_s = 5;
     open_sale(&redis, &node, s);
     let every_shard_says = |state: &str| {
         (0..16).all(|_| node.client().get("/api/campaigns/back", None).1["state"] == state)

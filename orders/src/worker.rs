@@ -183,11 +183,11 @@ impl Worker {
                 }
             }
         }
-        if !entries.is_empty() && !self.replicated(&entries)? {
-            // Left pending: claimed again after `claim_idle`, once the replicas have it
-            // (or, after a failover, gone with the master that never acknowledged it).
-            return Ok(0);
-        }
+        // What a stream's master has not replicated yet stays pending, claimed again after
+        // `claim_idle` once a replica has it (or, after a failover, gone with the master
+        // that never acknowledged it); the other streams go on.
+        let unconfirmed = self.unreplicated(&entries)?;
+        entries.retain(|(i, _)| !unconfirmed.contains(i));
         if entries.is_empty() {
             self.note_undelivered(&[], &HashSet::new());
             return Ok(0);
@@ -238,12 +238,16 @@ impl Worker {
         Ok(entries.len())
     }
 
-    /// Whether every stream read from is held by `wait_replicas` replicas: what a master
-    /// had not replicated when it was read could vanish with it in a failover, and a
-    /// store must never keep an order Redis then has no record of.
-    fn replicated(&mut self, entries: &[(usize, StreamId)]) -> Result<bool, WorkerError> {
+    /// The streams read from whose entries `wait_replicas` replicas do not hold yet: what
+    /// a master had not replicated when it was read could vanish with it in a failover,
+    /// and a store must never keep an order Redis then has no record of.
+    fn unreplicated(
+        &mut self,
+        entries: &[(usize, StreamId)],
+    ) -> Result<HashSet<usize>, WorkerError> {
+        let mut behind = HashSet::new();
         if self.opts.wait_replicas == 0 {
-            return Ok(true);
+            return Ok(behind);
         }
         let streams: HashSet<usize> = entries.iter().map(|(i, _)| *i).collect();
         for i in streams {
@@ -253,10 +257,10 @@ impl Worker {
                     .wait_for_replicas(key, self.opts.wait_replicas, self.opts.wait_timeout)?;
             if n < i64::from(self.opts.wait_replicas) {
                 tracing::warn!(stream = %key, replicas = n, wanted = self.opts.wait_replicas, "events not yet on enough replicas; left pending");
-                return Ok(false);
+                behind.insert(i);
             }
         }
-        Ok(true)
+        Ok(behind)
     }
 
     /// Binds a licence key to each paid order and marks it delivered, once: a replayed

@@ -47,7 +47,14 @@ pub type Result<T> = std::result::Result<T, ControlError>;
 /// Connects to one Redis or a Redis Cluster (see [`Connection::open`]), and takes Redis's
 /// clock as this process's (see [`crate::clock::sync`]).
 pub fn connect(url: &str) -> Result<Connection> {
-    let mut con = Connection::open(url, std::time::Duration::from_secs(2), None)?;
+    connect_with(url, None)
+}
+
+/// As [`connect`], with every read and write given up after `io_timeout`: for a process
+/// that must notice a server gone silent (a master cut off) and connect again, rather
+/// than wait for TCP to give up.
+pub fn connect_with(url: &str, io_timeout: Option<std::time::Duration>) -> Result<Connection> {
+    let mut con = Connection::open(url, std::time::Duration::from_secs(2), io_timeout)?;
     crate::clock::sync(&mut con);
     Ok(con)
 }

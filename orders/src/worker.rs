@@ -88,7 +88,11 @@ pub struct Worker {
 
 impl Worker {
     pub fn open(opts: WorkerOptions) -> Result<Worker, WorkerError> {
-        let mut con = control::connect(&opts.redis_url)?;
+        // Its reads never block on Redis (no BLOCK), so a reply 10 s late (or a WAIT's
+        // timeout well past) means a silent server: step fails and the worker connects
+        // again, following a failover.
+        let io_timeout = Duration::from_secs(10).max(opts.wait_timeout * 4);
+        let mut con = control::connect_with(&opts.redis_url, Some(io_timeout))?;
         // Deliveries are pipelined by hash (EVALSHA): load the scripts on every connection.
         for s in [&*scripts::BIND_CODE, &*scripts::DELIVER] {
             let _: String = s.prepare_invoke().load(&mut con)?;

@@ -14,6 +14,7 @@ use crate::engine::{histogram, Context, Tally};
 use crate::http::{Client, Failure, Req};
 use crate::plan::{Arrival, Persona};
 use seckill_core::api::Glance;
+use seckill_core::backoff::Backoff;
 
 /// Status and error code of an answer, or why there was none.
 fn outcome(r: &Result<(u16, Option<String>), Failure>) -> String {
@@ -185,7 +186,8 @@ pub(crate) async fn buy(
 }
 
 /// A purchase that got no answer, or a 503, sent again with the same Idempotency-Key
-/// while `population.resend_for_s` lasts, backing off from 250 ms to 2 s: the shopper
+/// while `population.resend_for_s` lasts, backing off from 250 ms to 2 s (jittered, as
+/// the nodes' own reconnects): the shopper
 /// learns what Redis applied while the answer was lost, and never takes a second unit.
 async fn resend_unanswered(
     client: &Client,
@@ -197,10 +199,13 @@ async fn resend_unanswered(
     tally: &RefCell<Tally>,
 ) -> (Bought, Option<String>) {
     let until = (Instant::now() + ctx.resend_for).min(ctx.deadline);
-    let mut wait = Duration::from_millis(250);
-    while matches!(r, Err(_) | Ok((503, _))) && Instant::now() + wait < until {
+    let mut backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(2));
+    while matches!(r, Err(_) | Ok((503, _))) {
+        let wait = backoff.wait();
+        if Instant::now() + wait >= until {
+            break;
+        }
         tokio::time::sleep(wait).await;
-        wait = (wait * 2).min(Duration::from_secs(2));
         let sent = Instant::now();
         r = client.send(a.ip, req, read).await;
         let mut t = tally.borrow_mut();

@@ -174,6 +174,11 @@ pub struct PartitionKeys {
 }
 
 impl PartitionKeys {
+    /// The key layout of a partition this release reads and writes, kept in the part
+    /// hash's `layout` field when the partition is armed. 2: the first answers and the
+    /// tickets' use in [`Self::once`] (1: a string key with a TTL each).
+    pub const LAYOUT: u32 = 2;
+
     pub fn new(campaign: &str, partition: u32) -> Self {
         PartitionKeys {
             tag: format!("{PREFIX}:{{{campaign}.{partition}}}"),
@@ -216,17 +221,23 @@ impl PartitionKeys {
     pub fn order(&self, order_id: &str) -> String {
         format!("{}:order:{order_id}", self.tag)
     }
-    /// Marks a ticket used (set by the purchase it paid for).
-    pub fn ticket(&self, ticket_id: &str) -> String {
-        format!("{}:ticket:{ticket_id}", self.tag)
+    /// Hash: what may happen once, each → the order it made: `i:<user>:<key>`, the first
+    /// answer to an `Idempotency-Key`, and `t:<ticket>`, a ticket's use. Written only with
+    /// an order, so it holds no more entries than the partition has orders.
+    pub fn once(&self) -> String {
+        format!("{}:once", self.tag)
+    }
+    /// The field of [`Self::once`] that holds the first answer to `user`'s `key`.
+    pub fn first_answer_field(user: &str, key: &str) -> String {
+        format!("i:{user}:{key}")
+    }
+    /// The field of [`Self::once`] that marks a ticket used.
+    pub fn ticket_field(ticket_id: &str) -> String {
+        format!("t:{ticket_id}")
     }
     /// List: holders of the passes used on this partition, in order of use.
     pub fn pass_log(&self) -> String {
         format!("{}:passes", self.tag)
-    }
-    /// Idempotency record of one user's request key.
-    pub fn idempotency(&self, user: &str, key: &str) -> String {
-        format!("{}:idem:{user}:{key}", self.tag)
     }
 }
 
@@ -289,6 +300,7 @@ mod tests {
             k.buyers(),
             k.holds(),
             k.events(),
+            k.once(),
             k.order("demo.3.1"),
         ] {
             assert!(key.contains("{demo.3}"), "{key}");

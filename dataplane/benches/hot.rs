@@ -14,7 +14,7 @@ use seckill_dataplane::guard::pow::{sign_ticket, verify_ticket, Ticket};
 use seckill_dataplane::guard::{Guard, Limits};
 use seckill_dataplane::keys::{partition_of, PartitionKeys};
 use seckill_dataplane::request::Route;
-use seckill_dataplane::store::{purchase_call, PurchaseRequest};
+use seckill_dataplane::store::{purchase_call, Queued};
 
 const FAR: i64 = 4_000_000_000_000;
 
@@ -105,26 +105,26 @@ fn routing(c: &mut Criterion) {
 
 fn script_call(c: &mut Criterion) {
     let mut g = c.benchmark_group("purchase call");
-    let req = PurchaseRequest {
-        campaign: "spring-drop",
-        partitions: 8,
-        user: "shopper-1234567",
+    let req = Queued {
+        user: "shopper-1234567".into(),
         quantity: 1,
-        idempotency_key: Some("9b2f6c1e-4d7a"),
+        idempotency_key: Some("9b2f6c1e-4d7a".into()),
         ticket: None,
         pass_expires_ms: None,
     };
+    let (campaign, partitions) = ("spring-drop", 8);
     g.bench_function("keys, arguments and RESP bytes", |b| {
         b.iter(|| {
-            let p = partition_of(req.user, req.partitions);
-            let keys = PartitionKeys::new(req.campaign, p);
-            purchase_call(&keys, p, black_box(&req), 86_400).get_packed_command()
+            let p = partition_of(&req.user, partitions);
+            let keys = PartitionKeys::new(campaign, p);
+            purchase_call(&keys, p, campaign, std::slice::from_ref(black_box(&req)))
+                .get_packed_command()
         })
     });
     g.bench_function("RESP bytes of a built call", |b| {
-        let keys = PartitionKeys::new(req.campaign, 3);
+        let keys = PartitionKeys::new(campaign, 3);
         b.iter_batched(
-            || purchase_call(&keys, 3, &req, 86_400),
+            || purchase_call(&keys, 3, campaign, std::slice::from_ref(&req)),
             |cmd| cmd.get_packed_command(),
             BatchSize::SmallInput,
         )

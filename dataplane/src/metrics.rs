@@ -17,6 +17,10 @@ pub struct ShardMetrics {
     requests: Vec<AtomicU64>,
     latency: Vec<Histo>,
     redis: Histo,
+    /// Purchase script calls, and the purchases they carried (several wait for one call
+    /// of their partition when it is busy).
+    purchase_calls: AtomicU64,
+    purchases_called: AtomicU64,
     /// How long the shoppers this shard's admission let through had waited in line.
     queue_wait: WaitHisto,
     /// Set each second by the shard: its Redis link, its breaker, whether it has read
@@ -34,6 +38,8 @@ impl Default for ShardMetrics {
                 .collect(),
             latency: (0..Endpoint::ALL.len()).map(|_| Histo::default()).collect(),
             redis: Histo::default(),
+            purchase_calls: AtomicU64::new(0),
+            purchases_called: AtomicU64::new(0),
             queue_wait: WaitHisto::default(),
             redis_up: AtomicBool::new(false),
             breaker_open: AtomicBool::new(false),
@@ -51,6 +57,12 @@ impl ShardMetrics {
 
     pub fn redis_round_trip(&self, took: Duration) {
         self.redis.observe(took);
+    }
+
+    /// Counts one purchase script call carrying `purchases`.
+    pub fn purchase_call(&self, purchases: usize) {
+        self.purchase_calls.fetch_add(1, Relaxed);
+        self.purchases_called.fetch_add(purchases as u64, Relaxed);
     }
 
     /// Counts a shopper let through after `waited` in line.
@@ -465,6 +477,25 @@ pub fn render(m: &Metrics, campaigns: &[CampaignGauges]) -> String {
         &counts,
         sum,
     );
+    for (name, help, pick) in [
+        (
+            "seckill_purchase_calls_total",
+            "Purchase script calls to Redis.",
+            (|s: &ShardMetrics| s.purchase_calls.load(Relaxed)) as fn(&ShardMetrics) -> u64,
+        ),
+        (
+            "seckill_purchase_call_purchases_total",
+            "Purchases those calls carried: the purchases waiting for a partition go in one call.",
+            |s: &ShardMetrics| s.purchases_called.load(Relaxed),
+        ),
+    ] {
+        header(&mut out, name, "counter", help);
+        let _ = writeln!(
+            out,
+            "{name} {}",
+            m.shards.iter().map(|s| pick(s)).sum::<u64>()
+        );
+    }
     for (name, help, pick) in [
         (
             "seckill_redis_up",

@@ -294,13 +294,17 @@ fn behind_proof_of_work_the_browser_earns_its_ticket() {
     b.screenshot("5-ticket-held");
     let l = ledger_holds(&redis, "pow");
     assert_eq!((l.held, l.buyers), (1, 1), "{l}");
-    // The ticket was used: the data plane recorded it.
+    // The ticket was used: the data plane recorded it beside the order it made.
     let mut con = redis.admin();
-    let used: Vec<String> = redis::cmd("KEYS")
-        .arg("*}:ticket:*")
+    let keys = seckill_dataplane::keys::PartitionKeys::new("pow", 0);
+    let once: Vec<String> = redis::cmd("HKEYS")
+        .arg(keys.once())
         .query(&mut con)
-        .expect("keys");
-    assert!(!used.is_empty(), "no ticket recorded");
+        .expect("hkeys");
+    assert!(
+        once.iter().any(|f| f.starts_with("t:")),
+        "no ticket recorded: {once:?}"
+    );
 }
 
 const PRE_QUEUE: &str = "You are in the pre-queue; places are drawn at the opening.";

@@ -566,17 +566,19 @@ fn the_room_refuses_what_it_should() {
         .key(k.buyers())
         .key(k.holds())
         .key(k.events())
-        .arg("mallory")
-        .arg(1)
+        .key(k.once())
+        .key(k.pass_log())
         .arg("room")
         .arg(0)
         .arg(k.order_prefix())
-        .arg(60)
+        .arg("mallory")
+        .arg(1)
+        .arg("")
         .arg("")
         .arg("")
         .invoke(&mut redis.con())
         .expect("the purchase script runs");
-    assert_eq!(reply, ["pass_required"]);
+    assert_eq!(reply, ["pass_required", "", ""]);
     control::act(&mut redis.con(), "room", Action::Stop).expect("stop");
     wait_state(&node, "room", "ended");
     assert_eq!(join(&c, "room", &token)["state"], "ended");

@@ -35,10 +35,7 @@ fn rebalance_once(redis: &Redis, id: &'static str, partitions: u32) {
             while !conn.is_up() {
                 glommio::timer::sleep(Duration::from_millis(5)).await;
             }
-            let store = Store {
-                conn: conn.clone(),
-                idempotency_ttl_s: 60,
-            };
+            let store = Store::new(conn.clone());
             rebalance(&store, id, partitions).await.expect("rebalance");
             conn.close();
         })

@@ -1,61 +1,143 @@
--- One purchase on one stock partition, atomically.
--- KEYS: part, buyers, holds, events, [idempotency record]
--- ARGV: user, quantity, campaign id, partition, order key prefix, idempotency ttl (s),
---       ticket-used key ('' when the campaign needs no ticket), its ttl (s),
---       and for a waiting room's pass: the partition's pass log, the pass's expiry (ms)
--- Returns {outcome, ...}:
---   {'held', order_id, pay_by_ms}      a unit is held (also the replay of an earlier key)
---   {'dry', stock}                      this partition cannot serve the quantity
---   {'limit_reached', have}
---   {'not_started', starts_at_ms} | {'ended'} | {'paused'} | {'unknown'} | {'ticket_used'}
---   {'ticket_expired'}                  the pass ran out by this partition's clock
---   {'pass_required'}                   the campaign sells through a waiting room
-local part, buyers, holds, events, idem = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local user, qty = ARGV[1], tonumber(ARGV[2])
-local oprefix = ARGV[5]
+-- Purchases on one stock partition, one after the other, atomically: one call carries
+-- every purchase a shard has waiting for the partition, and answers each as if it had
+-- been a call of its own, in the order given.
+-- KEYS: part, buyers, holds, events, once, pass log
+-- ARGV: campaign id, partition, order key prefix, then 5 per purchase:
+--       user, quantity, idempotency key ('' for none), ticket id ('' for none),
+--       the waiting room pass's expiry (ms; '' when the ticket is no pass)
+-- Returns 3 items per purchase, in order:
+--   'held', order_id, pay_by_ms        a unit is held (also the replay of an earlier key)
+--   'dry', stock, ''                   this partition cannot serve the quantity
+--   'limit_reached', have, ''
+--   'not_started', starts_at_ms, ''  | 'ended' | 'paused' | 'unknown' | 'ticket_used'
+--   'ticket_expired'                   the pass ran out by this partition's clock
+--   'pass_required'                    the campaign sells through a waiting room
+--   'layout', found, ''                the partition was armed with another key layout
+-- `once` holds `i:<user>:<key>` (an Idempotency-Key's first answer) and `t:<ticket>`
+-- (a ticket's use), each → order id: written only with an order, so bounded by them.
+local part, buyers, holds, events, once, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local campaign, partition, oprefix = ARGV[1], ARGV[2], ARGV[3]
+local n = (#ARGV - 3) / 5
+local out = {}
 
-if idem then
-  local prev = redis.call('GET', idem)
-  if prev then
-    return {'held', prev, redis.call('HGET', oprefix .. prev, 'pay_by_ms') or '0'}
+local function answer(i, a, b, c)
+  out[3 * i - 2], out[3 * i - 1], out[3 * i] = a, b or '', c or ''
+end
+
+local m = redis.call('HMGET', part, 'state', 'starts_at_ms', 'ends_at_ms', 'limit', 'hold_ttl_ms',
+  'stock', 'queued', 'held', 'seq', 'layout')
+local state = m[1]
+
+-- What the idempotency keys and tickets already name, and what the buyers already have.
+local fields, users, seen = {}, {}, {}
+for i = 1, n do
+  local a = 3 + 5 * (i - 1)
+  if ARGV[a + 3] ~= '' then fields[#fields + 1] = 'i:' .. ARGV[a + 1] .. ':' .. ARGV[a + 3] end
+  if ARGV[a + 4] ~= '' then fields[#fields + 1] = 't:' .. ARGV[a + 4] end
+  if not seen[ARGV[a + 1]] then
+    seen[ARGV[a + 1]] = true
+    users[#users + 1] = ARGV[a + 1]
+  end
+end
+local named = {}
+if #fields > 0 then
+  local v = redis.call('HMGET', once, unpack(fields))
+  for j = 1, #fields do
+    if v[j] then named[fields[j]] = v[j] end
   end
 end
 
-local m = redis.call('HMGET', part, 'state', 'starts_at_ms', 'ends_at_ms', 'limit', 'hold_ttl_ms', 'stock',
-  'queued')
-local state = m[1]
-if not state then return {'unknown'} end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if state == 'ended' then return {'ended'} end
-if state == 'paused' then return {'paused'} end
-if state ~= 'live' then return {'not_started', m[2]} end
-local starts, ends = tonumber(m[2]), tonumber(m[3])
-if starts > 0 and now < starts then return {'not_started', m[2]} end
-if ends > 0 and now >= ends then return {'ended'} end
+local refusal
+local now = 0
+if not state then
+  refusal = {'unknown'}
+elseif m[10] ~= '2' then
+  refusal = {'layout', m[10] or '1'}
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local starts, ends = tonumber(m[2]), tonumber(m[3])
+  if state == 'ended' then refusal = {'ended'}
+  elseif state == 'paused' then refusal = {'paused'}
+  elseif state ~= 'live' or (starts > 0 and now < starts) then refusal = {'not_started', m[2]}
+  elseif ends > 0 and now >= ends then refusal = {'ended'}
+  end
+end
 
-local ticket, pass_log = ARGV[7], ARGV[9]
-if ticket ~= '' and redis.call('EXISTS', ticket) == 1 then return {'ticket_used'} end
-if pass_log and now >= tonumber(ARGV[10]) then return {'ticket_expired'} end
-if m[7] == '1' and not pass_log then return {'pass_required'} end
+local have = {}
+if not refusal then
+  local v = redis.call('HMGET', buyers, unpack(users))
+  for j = 1, #users do have[users[j]] = tonumber(v[j] or '0') end
+end
 
-local have = tonumber(redis.call('HGET', buyers, user) or '0')
-if have + qty > tonumber(m[4]) then return {'limit_reached', have} end
-local stock = tonumber(m[6])
-if stock < qty then return {'dry', stock} end
+local limit, ttl, queued = tonumber(m[4]), tonumber(m[5]), m[7] == '1'
+local stock, held, seq = tonumber(m[6]), tonumber(m[8]), tonumber(m[9])
+local orders, pay_by_of, counts, new_once, new_holds, passes = {}, {}, {}, {}, {}, {}
+for i = 1, n do
+  local a = 3 + 5 * (i - 1)
+  local user, qty, key, ticket, pass = ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
+  local ikey = key ~= '' and ('i:' .. user .. ':' .. key)
+  local tkey = ticket ~= '' and ('t:' .. ticket)
+  local first = ikey and named[ikey]
+  if first then
+    -- An order of this same call answers from what is about to be written.
+    answer(i, 'held', first, pay_by_of[first] or redis.call('HGET', oprefix .. first, 'pay_by_ms') or '0')
+  elseif refusal then
+    answer(i, refusal[1], refusal[2])
+  elseif tkey and named[tkey] then
+    answer(i, 'ticket_used')
+  elseif pass ~= '' and now >= tonumber(pass) then
+    answer(i, 'ticket_expired')
+  elseif queued and pass == '' then
+    answer(i, 'pass_required')
+  elseif have[user] + qty > limit then
+    answer(i, 'limit_reached', have[user])
+  elseif stock < qty then
+    answer(i, 'dry', stock)
+  else
+    stock, held, seq = stock - qty, held + qty, seq + 1
+    have[user] = have[user] + qty
+    counts[user] = have[user]
+    local oid = campaign .. '.' .. partition .. '.' .. seq
+    local pay_by = string.format('%d', now + ttl)
+    orders[#orders + 1] = {oid, user, qty, pay_by}
+    pay_by_of[oid] = pay_by
+    new_holds[#new_holds + 1] = pay_by
+    new_holds[#new_holds + 1] = oid
+    if ikey then
+      named[ikey] = oid
+      new_once[#new_once + 1] = ikey
+      new_once[#new_once + 1] = oid
+    end
+    if tkey then
+      named[tkey] = oid
+      new_once[#new_once + 1] = tkey
+      new_once[#new_once + 1] = oid
+    end
+    if pass ~= '' then passes[#passes + 1] = user end
+    answer(i, 'held', oid, pay_by)
+  end
+end
 
-redis.call('HINCRBY', part, 'stock', -qty)
-redis.call('HINCRBY', part, 'held', qty)
-redis.call('HINCRBY', buyers, user, qty)
-local seq = redis.call('HINCRBY', part, 'seq', 1)
-local oid = ARGV[3] .. '.' .. ARGV[4] .. '.' .. seq
-local pay_by = string.format('%d', now + tonumber(m[5]))
-redis.call('HSET', oprefix .. oid, 'user', user, 'qty', qty, 'status', 'held',
-  'pay_by_ms', pay_by, 'created_ms', string.format('%d', now))
-redis.call('ZADD', holds, pay_by, oid)
-if idem then redis.call('SET', idem, oid, 'EX', ARGV[6]) end
-if ticket ~= '' then redis.call('SET', ticket, oid, 'EX', ARGV[8]) end
-if pass_log then redis.call('RPUSH', pass_log, user) end
-redis.call('XADD', events, '*', 'type', 'held', 'order_id', oid, 'user', user,
-  'qty', qty, 'pay_by_ms', pay_by)
-return {'held', oid, pay_by}
+if #orders > 0 then
+  local flat = {}
+  for _, u in ipairs(users) do
+    if counts[u] then
+      flat[#flat + 1] = u
+      flat[#flat + 1] = counts[u]
+    end
+  end
+  redis.call('HSET', part, 'stock', stock, 'held', held, 'seq', seq)
+  redis.call('HSET', buyers, unpack(flat))
+  redis.call('ZADD', holds, unpack(new_holds))
+  if #new_once > 0 then redis.call('HSET', once, unpack(new_once)) end
+  if #passes > 0 then redis.call('RPUSH', log, unpack(passes)) end
+  local created = string.format('%d', now)
+  for _, o in ipairs(orders) do
+    redis.call('HSET', oprefix .. o[1], 'user', o[2], 'qty', o[3], 'status', 'held',
+      'pay_by_ms', o[4], 'created_ms', created)
+    redis.call('XADD', events, '*', 'type', 'held', 'order_id', o[1], 'user', o[2],
+      'qty', o[3], 'pay_by_ms', o[4])
+  end
+end
+return out

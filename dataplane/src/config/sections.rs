@@ -126,8 +126,6 @@ pub struct RedisClientConfig {
     pub command_timeout_ms: u64,
     /// Longest wait between reconnection attempts.
     pub max_backoff_ms: u64,
-    /// How long an `Idempotency-Key` is remembered.
-    pub idempotency_ttl_s: u64,
     /// Replicas that must confirm a batch of commands (`WAIT`) before its replies are
     /// acknowledged; 0 acknowledges on the master's word. With a replica that will be
     /// promoted when its master dies, 1 is what makes an acknowledged purchase survive.
@@ -174,7 +172,6 @@ impl Default for RedisClientConfig {
             connect_timeout_ms: 100,
             command_timeout_ms: 1_000,
             max_backoff_ms: 1_000,
-            idempotency_ttl_s: 24 * 3600,
             wait_replicas: 0,
             wait_timeout_ms: 100,
         }

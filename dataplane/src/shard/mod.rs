@@ -186,10 +186,7 @@ impl Shard {
         ));
         let shard = Rc::new(Shard {
             index,
-            store: Store {
-                conn,
-                idempotency_ttl_s: settings.redis_client.idempotency_ttl_s,
-            },
+            store: Store::new(conn),
             settings,
             campaigns: RefCell::default(),
             version: Cell::new(None),
@@ -207,6 +204,7 @@ impl Shard {
             requests: Cell::new(0),
         });
         shard.store.conn.observe_round_trips(shard.metrics.clone());
+        shard.store.observe_purchase_calls(shard.metrics.clone());
         glommio::spawn_local(sync_loop(shard.clone(), wake_rx)).detach();
         glommio::spawn_local(listen_for_changes(shard.clone())).detach();
         glommio::spawn_local(report_loop(shard.clone())).detach();

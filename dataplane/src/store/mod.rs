@@ -11,7 +11,7 @@ mod transfer;
 pub(crate) use conn::connect;
 pub use conn::{slot_of, RedisConn, Reply, StoreError};
 pub use orders::Payment;
-pub use purchase::{purchase_call, Purchase, PurchaseRequest};
+pub use purchase::{purchase_call, Purchase, PurchaseRequest, Queued, MOST_IN_A_CALL};
 pub use queue::{Look, Round, Standing};
 pub use seckill_core::reply::{int, text};
 pub use tickets::{Challenge, Issue, NewTicket};
@@ -21,14 +21,22 @@ use redis::{Cmd, Script, Value};
 
 use crate::scripts;
 
-/// The shard's Redis: one pipelined connection and the scripts it runs.
+/// The shard's Redis: one pipelined connection, the scripts it runs, and the lanes in
+/// which each partition's purchases wait for their call.
 #[derive(Clone)]
 pub struct Store {
     pub conn: RedisConn,
-    pub idempotency_ttl_s: u64,
+    lanes: purchase::Lanes,
 }
 
 impl Store {
+    pub fn new(conn: RedisConn) -> Self {
+        Store {
+            conn,
+            lanes: purchase::Lanes::default(),
+        }
+    }
+
     /// Runs a script by hash; when Redis has forgotten it (`NOSCRIPT`, after a restart,
     /// a failover or `SCRIPT FLUSH`) it is sent whole, which also loads it, on the node
     /// that serves its keys.

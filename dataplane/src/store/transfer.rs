@@ -21,6 +21,7 @@ pub struct PartitionProbe {
     pub inflow: i64,
 }
 
+#[derive(Clone)]
 pub(crate) enum Refill {
     /// Units arrived (or may have): try the purchase again.
     Moved,

@@ -133,7 +133,6 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
     } else {
         (None, None)
     };
-    let ticket_ttl_s = pass_ttl_s.map_or(shard.settings.tickets.ticket_ttl_s, |s| s + 60) * 2;
     shard
         .guard
         .borrow_mut()
@@ -146,7 +145,7 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
             user: &user,
             quantity: body.quantity as u32,
             idempotency_key: idem.as_deref(),
-            ticket: ticket.as_deref().map(|t| (t, ticket_ttl_s)),
+            ticket: ticket.as_deref(),
             pass_expires_ms,
         })
         .await

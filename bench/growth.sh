@@ -100,12 +100,12 @@ for n in $levels; do
   m0=$(used_memory) t0=$(date +%s.%N)
   awk -v sha="$sha" -v id="h$n" -v n="$n" 'BEGIN {
     tag = "sk:{" id ".0}"
-    head = sprintf("*15\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n4\r\n", sha)
-    split(tag ":part " tag ":buyers " tag ":holds " tag ":events", k, " ")
-    for (j = 1; j <= 4; j++) head = head sprintf("$%d\r\n%s\r\n", length(k[j]), k[j])
-    head = head "$13\r\n"
-    tail = sprintf("\r\n$1\r\n1\r\n$%d\r\n%s\r\n$1\r\n0\r\n$%d\r\n%s:order:\r\n$5\r\n86400\r\n$0\r\n\r\n$0\r\n\r\n", \
+    head = sprintf("*17\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n6\r\n", sha)
+    split(tag ":part " tag ":buyers " tag ":holds " tag ":events " tag ":once " tag ":passes", k, " ")
+    for (j = 1; j <= 6; j++) head = head sprintf("$%d\r\n%s\r\n", length(k[j]), k[j])
+    head = head sprintf("$%d\r\n%s\r\n$1\r\n0\r\n$%d\r\n%s:order:\r\n$13\r\n", \
         length(id), id, length(tag) + 7, tag)
+    tail = "\r\n$1\r\n1\r\n$0\r\n\r\n$0\r\n\r\n$0\r\n\r\n"
     for (i = 0; i < n; i++) printf "%sf%012d%s", head, i, tail
   }' | rcli -p "$rport" --pipe > "$work/pipe.out" 2>&1
   t1=$(date +%s.%N)
@@ -126,7 +126,7 @@ for s = tonumber(ARGV[2]) + 1, seq do
   local user = redis.call("HGET", key, "user")
   redis.call("ZREM", KEYS[2], oid)
   redis.call("DEL", key)
-  if user then redis.call("DEL", ARGV[4] .. user .. ":k") end
+  if user then redis.call("HDEL", ARGV[4], "i:" .. user .. ":k") end
 end
 return seq'
 declare -A clean
@@ -134,7 +134,7 @@ for n in $levels; do clean[h$n]=$n; done
 trim() {
   [ -n "${clean[$1]:-}" ] || return 0
   local tag="sk:{$1.0}"
-  clean[$1]=$(rcli -p "$rport" EVAL "$trim_lua" 2 "$tag:part" "$tag:holds" "$1" "${clean[$1]}" "$tag:order:" "$tag:idem:")
+  clean[$1]=$(rcli -p "$rport" EVAL "$trim_lua" 2 "$tag:part" "$tag:holds" "$1" "${clean[$1]}" "$tag:order:" "$tag:once")
 }
 
 # Redis alone: redis-benchmark logs in as a user of its own that needs no password (its
@@ -149,8 +149,8 @@ rb() {
   rcli -p "$rport" CONFIG RESETSTAT >/dev/null
   r0=$(cpu_ns "$redis_pid") t0=$(date +%s%N)
   redis-benchmark -p "$rport" --user seckill-bench -a none -P 16 -c 16 -n "$rb_calls" -r 100000000 -q \
-      EVALSHA "$sha" 5 "$tag:part" "$tag:buyers" "$tag:holds" "$tag:events" "$tag:idem:u__rand_int__:k" \
-      u__rand_int__ "$2" "$1" 0 "$tag:order:" 86400 "" "" >/dev/null 2>&1 || true
+      EVALSHA "$sha" 6 "$tag:part" "$tag:buyers" "$tag:holds" "$tag:events" "$tag:once" "$tag:passes" \
+      "$1" 0 "$tag:order:" u__rand_int__ "$2" k "" "" >/dev/null 2>&1 || true
   r1=$(cpu_ns "$redis_pid") t1=$(date +%s%N)
   read -r calls usec <<<"$(evalsha)"
   s1=$(held "$1" 1)

@@ -30,6 +30,7 @@ run() {
 } > "$out.new"
 run bench/http-ceiling.sh 1 "$rounds" "$secs"
 run bench/http-ceiling.sh 2 "$rounds" "$secs"
+run bench/script-cost.sh "$rounds" 40000
 run bench/redis-ceiling.sh "$rounds" "$secs" 1
 run bench/sim-vs-wrk.sh "$rounds" "$secs" 64
 run bench/metrics-cost.sh "$rounds" "$secs"

@@ -461,8 +461,9 @@ fn the_dashboard_and_alerts_read_true_on_a_real_prometheus() {
     seckill_dataplane::reconcile::record(&mut redis.con(), &report).expect("record");
     let ledger = ledger_holds(&redis, CAMPAIGN);
     assert_eq!(ledger.sold as usize, paid, "{ledger}");
-    let settled = epoch_s();
-    // Deliveries trail the payments by the worker's poll; wait for every one.
+    // Deliveries trail the payments by the worker's poll; wait for every one, and for the
+    // workers to read the `delivered` events they wrote (their backlog is sampled each
+    // second).
     wait_until(
         "every paid order delivered",
         Duration::from_secs(10),
@@ -472,6 +473,16 @@ fn the_dashboard_and_alerts_read_true_on_a_real_prometheus() {
                 .is_some_and(|s| s.value as usize == paid)
         },
     );
+    wait_until(
+        "the workers to have read and acknowledged every event",
+        Duration::from_secs(10),
+        || {
+            prom.query("max(seckill_worker_lag_entries) + max(seckill_worker_pending_entries)")
+                .first()
+                .is_some_and(|s| s.value == 0.0)
+        },
+    );
+    let settled = epoch_s();
     prom.wait_for_scrape_and_rules(settled, 2);
 
     // The campaign selector lists the campaign.

@@ -231,10 +231,6 @@ impl PartitionKeys {
     pub fn first_answer_field(user: &str, key: &str) -> String {
         format!("i:{user}:{key}")
     }
-    /// The field of [`Self::once`] that marks a ticket used.
-    pub fn ticket_field(ticket_id: &str) -> String {
-        format!("t:{ticket_id}")
-    }
     /// List: holders of the passes used on this partition, in order of use.
     pub fn pass_log(&self) -> String {
         format!("{}:passes", self.tag)

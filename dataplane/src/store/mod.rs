@@ -11,7 +11,7 @@ mod transfer;
 pub(crate) use conn::connect;
 pub use conn::{slot_of, RedisConn, Reply, StoreError};
 pub use orders::Payment;
-pub use purchase::{purchase_call, Purchase, PurchaseRequest, Queued, MOST_IN_A_CALL};
+pub use purchase::{purchase_call, Purchase, PurchaseRequest, Queued};
 pub use queue::{Look, Round, Standing};
 pub use seckill_core::reply::{int, text};
 pub use tickets::{Challenge, Issue, NewTicket};

@@ -70,7 +70,7 @@ const MAX_ROUNDS: usize = 48;
 const PATIENT_ROUNDS: usize = 4;
 
 /// Most purchases one call carries; more wait for the next.
-pub const MOST_IN_A_CALL: usize = 64;
+const MOST_IN_A_CALL: usize = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Attempt {
@@ -313,7 +313,7 @@ impl Store {
     /// Sends the lane's waiting purchases as one call and answers each. `false` when
     /// nobody was waiting: the lane is then gone.
     async fn call_lane(&self, keys: &PartitionKeys, p: u32, campaign: &str) -> bool {
-        let batch: Vec<Waiting> = {
+        let (purchases, answers): (Vec<Queued>, Vec<_>) = {
             let mut lanes = self.lanes.0.lanes.borrow_mut();
             let Some(lane) = lanes.get_mut(keys.tag()) else {
                 return false;
@@ -323,31 +323,32 @@ impl Store {
                 return false;
             }
             let n = lane.waiting.len().min(MOST_IN_A_CALL);
-            lane.waiting.drain(..n).collect()
+            lane.waiting
+                .drain(..n)
+                .map(|w| (w.purchase, w.answer))
+                .unzip()
         };
-        let purchases: Vec<Queued> = batch.iter().map(|w| w.purchase.clone()).collect();
         if let Some(m) = &*self.lanes.0.metrics.borrow() {
             m.purchase_call(purchases.len());
         }
         let reply = self
             .run_script(&purchase_call(keys, p, campaign, &purchases))
             .await;
-
         let back = self.lanes.0.calls_back.get() + 1;
         self.lanes.0.calls_back.set(back);
-        match reply.and_then(|v| outcomes(v, batch.len())) {
+        match reply.and_then(|v| outcomes(v, answers.len())) {
             Ok(outcomes) => {
-                for (w, o) in batch.into_iter().zip(outcomes) {
+                for (answer, o) in answers.into_iter().zip(outcomes) {
                     let o = o.map(|a| match a {
                         Attempt::Dry(_) => Attempt::Dry(back),
                         done => done,
                     });
-                    let _ = w.answer.send(o);
+                    let _ = answer.send(o);
                 }
             }
             Err(e) => {
-                for w in batch {
-                    let _ = w.answer.send(Err(e.clone()));
+                for answer in answers {
+                    let _ = answer.send(Err(e.clone()));
                 }
             }
         }

@@ -142,6 +142,40 @@ pub struct Evidence {
     /// Each partition's counters, buyers and hold index, read at the instant its orders
     /// were: the counters must agree with the orders to the unit.
     pub books: Vec<PartitionBooks>,
+    /// Orders a store showed further on than Redis's first read, read from Redis again
+    /// after the stores: the status each has now. An order paid or expired between the
+    /// two reads is not a disagreement; a store ahead of what Redis still holds is.
+    pub read_again: HashMap<String, String>,
+}
+
+/// The status Redis has now of each order a store holds at a later status than `orders`
+/// (Redis's first read) showed.
+fn read_again(
+    con: &mut Connection,
+    orders: &[RedisOrder],
+    stored: &HashMap<String, (String, Option<String>)>,
+) -> Result<HashMap<String, String>, ReconcileError> {
+    let ahead: Vec<&str> = orders
+        .iter()
+        .filter(|o| {
+            stored
+                .get(&o.order_id)
+                .is_some_and(|(s, _)| rank(s) > rank(&o.status))
+        })
+        .map(|o| o.order_id.as_str())
+        .collect();
+    let mut now = HashMap::with_capacity(ahead.len());
+    for id in ahead {
+        let Some(oid) = keys::OrderId::parse(id) else {
+            continue;
+        };
+        let key = keys::PartitionKeys::new(oid.campaign, oid.partition).order(id);
+        let status: Option<String> = con.hget(key, "status")?;
+        if let Some(s) = status {
+            now.insert(id.to_string(), s);
+        }
+    }
+    Ok(now)
 }
 
 /// Reconciles one campaign against the given order stores.
@@ -154,7 +188,7 @@ pub fn reconcile(
     let ledger = ledger::check(con, &c)?;
     let books = partition_books(con, &c)?;
     let taken = books.iter().map(|b| (b.partition, b.seq)).collect();
-    let orders = books.iter().flat_map(|b| b.orders.clone()).collect();
+    let orders: Vec<RedisOrder> = books.iter().flat_map(|b| b.orders.clone()).collect();
     let hold_index = books.iter().flat_map(|b| b.hold_index.clone()).collect();
     let (streams, deliveries) = stream_state(con, &c)?;
 
@@ -181,6 +215,7 @@ pub fn reconcile(
             }
         }
     }
+    let read_again = read_again(con, &orders, &stored)?;
     let bound = match c.spec.codes_file {
         Some(_) => Some(con.hgetall(CodeKeys::new(id).bound())?),
         None => None,
@@ -197,6 +232,7 @@ pub fn reconcile(
         hold_index,
         taken,
         books,
+        read_again,
     };
     Ok(judge(evidence, seckill_core::now_ms()))
 }

@@ -22,6 +22,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::Duration;
 
 use crate::answer::{Endpoint, Outcome};
@@ -281,11 +282,32 @@ async fn discard(mut body: Incoming) {
             }
         }
     };
-    let _ = select(
-        pin!(drain),
-        pin!(glommio::timer::Timer::new(Duration::from_millis(50))),
-    )
+    within(drain, Duration::from_millis(50)).await;
+}
+
+/// `fut`'s output, or `None` once `limit` has passed. Most bodies come with their head,
+/// and hyper hands them over on the connection's next turn: a timer is armed only for
+/// one still on its way after that turn.
+async fn within<F: Future>(fut: F, limit: Duration) -> Option<F::Output> {
+    let mut fut = pin!(fut);
+    let mut first = true;
+    let soon = std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
+        Poll::Ready(v) => Poll::Ready(Some(v)),
+        Poll::Pending if std::mem::take(&mut first) => {
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+        Poll::Pending => Poll::Ready(None),
+    })
     .await;
+    if soon.is_some() {
+        return soon;
+    }
+    let deadline = pin!(glommio::timer::Timer::new(limit));
+    match select(fut, deadline).await {
+        Either::Left((v, _)) => Some(v),
+        Either::Right(_) => None,
+    }
 }
 
 async fn read_json<T: DeserializeOwned>(
@@ -300,19 +322,10 @@ async fn read_json<T: DeserializeOwned>(
         discard(req.into_body()).await;
         return Err(ApiError::PayloadTooLarge);
     }
-    let mut collect = pin!(Limited::new(req.into_body(), limit).collect());
-    // Most bodies came with the head: the clock is only wound for one still on its way.
-    let body = match futures::poll!(collect.as_mut()) {
-        std::task::Poll::Ready(r) => r,
-        std::task::Poll::Pending => {
-            let deadline = glommio::timer::Timer::new(Duration::from_millis(
-                shard.settings.http.header_timeout_ms,
-            ));
-            match select(collect, pin!(deadline)).await {
-                Either::Left((r, _)) => r,
-                Either::Right(_) => return Err(ApiError::Timeout),
-            }
-        }
+    let collect = Limited::new(req.into_body(), limit).collect();
+    let header_timeout = Duration::from_millis(shard.settings.http.header_timeout_ms);
+    let Some(body) = within(collect, header_timeout).await else {
+        return Err(ApiError::Timeout);
     };
     let body = body
         .map_err(|e| {

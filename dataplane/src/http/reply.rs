@@ -154,10 +154,10 @@ impl ApiError {
         self.outcome().code()
     }
 
-    fn message(&self) -> String {
+    fn message(&self) -> std::borrow::Cow<'static, str> {
         use ApiError::*;
         match self {
-            BadRequest(m) => m.clone(),
+            BadRequest(m) => m.clone().into(),
             HeadersTooLarge => "request head too large or too many header lines".into(),
             PayloadTooLarge => "request body too large".into(),
             Timeout => "the request body did not arrive in time".into(),
@@ -166,9 +166,9 @@ impl ApiError {
             UnknownCampaign => "no such campaign".into(),
             MethodNotAllowed { .. } => "method not allowed on this route".into(),
             SoldOut => "every unit is held or sold".into(),
-            NotEnough { remaining } => format!("only {remaining} units left"),
+            NotEnough { remaining } => format!("only {remaining} units left").into(),
             LimitReached => "you already hold the most units one buyer may have".into(),
-            OverLimit { limit } => format!("quantity: at most {limit} units per buyer"),
+            OverLimit { limit } => format!("quantity: at most {limit} units per buyer").into(),
             Paused => "the sale is paused".into(),
             NotStarted { .. } => "the sale has not started".into(),
             Ended => "the sale has ended".into(),
@@ -201,7 +201,7 @@ impl ApiError {
     pub fn body(&self) -> api::Error<'static> {
         api::Error {
             error: self.code().into(),
-            message: self.message().into(),
+            message: self.message(),
             starts_at_ms: match self {
                 ApiError::NotStarted { starts_at_ms } => *starts_at_ms,
                 _ => None,

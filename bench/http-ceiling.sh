@@ -24,6 +24,7 @@ $bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" \
 pids+=($!)
 wait_http "http://127.0.0.1:$dport"
 sold_out_campaign
+upcoming_campaign
 buy_the_unit "http://127.0.0.1:$dport"
 nodes=("$dport")
 if [ -n "${BASELINE:-}" ]; then
@@ -37,6 +38,8 @@ if [ -n "${BASELINE:-}" ]; then
 fi
 code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/api/campaigns/bench/purchase" -H "Authorization: Bearer $SECKILL_TOKEN")
 [ "$code" = 409 ] || { echo "expected 409 sold_out, got $code" >&2; exit 1; }
+code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/api/campaigns/later/purchase" -H "Authorization: Bearer $SECKILL_TOKEN" -d '{"quantity": 1}')
+[ "$code" = 425 ] || { echo "expected 425 not_started, got $code" >&2; exit 1; }
 
 limits() {
   $bin/seckill-dataplane limits --redis "$ops_redis" --redis-password-file "$ops_password_file" set "$@" >/dev/null
@@ -50,6 +53,7 @@ for r in $(seq "$rounds"); do
     b=$([ "$p" = "$dport" ] || echo _baseline)
     runs[time$b]+="$(rate "http://127.0.0.1:$p/api/time") "
     runs[soldout$b]+="$(rate -s bench/purchase.lua "http://127.0.0.1:$p/api/campaigns/bench/purchase") "
+    runs[early$b]+="$(rate -s bench/purchase.lua "http://127.0.0.1:$p/api/campaigns/later/purchase") "
   done
   limits user_rate=1 user_burst=1
   for p in "${nodes[@]}"; do
@@ -63,17 +67,19 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/ap
 n=$(echo "${runs[nginx]}" | median)
 printf '%s shard(s), wrk -t%s -c%s -d%ss, %s rounds, median requests/s\n' "$shards" "$threads" "$conns" "$secs" "$rounds"
 printf '%-36s %12s %8s   runs: %s\n' "nginx return 200" "$n" "1.00" "${runs[nginx]}"
-keys="time soldout limited"
-[ -z "${BASELINE:-}" ] || keys="$keys time_baseline soldout_baseline limited_baseline"
+keys="time soldout limited early"
+[ -z "${BASELINE:-}" ] || keys="$keys time_baseline soldout_baseline limited_baseline early_baseline"
 for k in $keys; do
   m=$(echo "${runs[$k]}" | median)
   case $k in
     time) label="GET /api/time" ;;
     soldout) label="purchase, sold out (ends on shard)" ;;
     limited) label="purchase, rate limited (429)" ;;
+    early) label="purchase, not started (425)" ;;
     time_baseline) label="baseline: GET /api/time" ;;
     soldout_baseline) label="baseline: purchase, sold out" ;;
     limited_baseline) label="baseline: purchase, rate limited" ;;
+    early_baseline) label="baseline: purchase, not started" ;;
   esac
   printf '%-36s %12s %8.2f   runs: %s\n' "$label" "$m" "$(echo "$m / $n" | bc -l)" "${runs[$k]}"
 done

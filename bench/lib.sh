@@ -94,6 +94,25 @@ no_limits() {
       set ip_rate=0 user_rate=0 auto_block_refusals=0 admission_rate=0 >/dev/null
 }
 
+# upcoming_campaign: campaign "later", started but with its opening a day away, so every
+# purchase of it is refused as not started (425).
+upcoming_campaign() {
+  cat > "$work/later.toml" <<TOML
+id = "later"
+name = "later"
+total = 1000
+partitions = 1
+per_user_limit = 1
+hold_ttl_s = 3600
+price_cents = 1
+starts_at = "$(date -u -d tomorrow +%Y-%m-%dT%H:%M:%SZ)"
+TOML
+  local c=($bin/seckill-dataplane campaign --redis "$ops_redis" --redis-password-file "$ops_password_file")
+  "${c[@]}" create --file "$work/later.toml" >/dev/null
+  "${c[@]}" arm later >/dev/null
+  "${c[@]}" start later >/dev/null
+}
+
 # sold_out_campaign: campaign "bench" with one unit, open, and the limits lifted.
 sold_out_campaign() {
   open_campaign bench 1 1

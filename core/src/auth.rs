@@ -143,6 +143,16 @@ pub fn verify_token(
     now_ms: i64,
     max_ttl_ms: i64,
 ) -> Result<String, TokenError> {
+    verify_token_until(secret, token, now_ms, max_ttl_ms).map(|(user, _)| user)
+}
+
+/// [`verify_token`], with the token's expiry.
+pub fn verify_token_until(
+    secret: &Secret,
+    token: &str,
+    now_ms: i64,
+    max_ttl_ms: i64,
+) -> Result<(String, i64), TokenError> {
     let (user, expires) = verify_until(secret, b"user", token, now_ms)?;
     if !valid_user_id(&user) {
         return Err(TokenError::Malformed);
@@ -150,7 +160,7 @@ pub fn verify_token(
     if expires > now_ms.saturating_add(max_ttl_ms) {
         return Err(TokenError::TooLong);
     }
-    Ok(user)
+    Ok((user, expires))
 }
 
 /// A download link's token: the order it serves, until `expires_ms`.

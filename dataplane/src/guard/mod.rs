@@ -5,6 +5,7 @@
 
 pub mod breaker;
 pub mod bucket;
+pub mod tokens;
 
 pub use seckill_core::limits::Limits;
 pub use seckill_core::{blacklist, pow};

@@ -247,14 +247,30 @@ fn authenticate(shard: &Shard, req: &Request<Incoming>) -> Result<String, ApiErr
     let header = req.headers().get(hyper::header::AUTHORIZATION);
     let token = request::bearer(header.map(|h| h.as_bytes()))?;
     let s = &shard.settings;
-    let max_ttl_ms = s.max_token_ttl.as_millis() as i64;
-    let user = auth::verify_token(&s.secret, token, crate::now_ms(), max_ttl_ms).map_err(|e| {
-        ApiError::Unauthenticated(match e {
-            auth::TokenError::Expired => "token expired",
-            auth::TokenError::TooLong => "token lives longer than max_token_ttl_s allows",
-            _ => "invalid token",
-        })
-    })?;
+    let now_ms = crate::now_ms();
+    let known = shard
+        .tokens
+        .borrow()
+        .user(token, now_ms)
+        .map(str::to_string);
+    let user = match known {
+        Some(user) => user,
+        None => {
+            let max_ttl_ms = s.max_token_ttl.as_millis() as i64;
+            let (user, expires_ms) = auth::verify_token_until(&s.secret, token, now_ms, max_ttl_ms)
+                .map_err(|e| {
+                    ApiError::Unauthenticated(match e {
+                        auth::TokenError::Expired => "token expired",
+                        auth::TokenError::TooLong => {
+                            "token lives longer than max_token_ttl_s allows"
+                        }
+                        _ => "invalid token",
+                    })
+                })?;
+            shard.tokens.borrow_mut().insert(token, &user, expires_ms);
+            user
+        }
+    };
     let checked = shard.guard.borrow_mut().check_user(&user, Instant::now());
     if let Err(refusal) = checked {
         shard.refused(guard::blacklist::user_key(&user));

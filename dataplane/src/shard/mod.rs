@@ -135,6 +135,8 @@ pub struct Shard {
     blacklist_version: Cell<Option<i64>>,
     wake: LocalSender<()>,
     pub guard: RefCell<Guard>,
+    /// Session tokens verified here, so a shopper's next request skips the signature.
+    pub tokens: RefCell<crate::guard::tokens::VerifiedTokens>,
     /// Answers of the current second, for the fleet telemetry.
     pub stats: RefCell<crate::telemetry::Window>,
     /// Answers since the start, for `/metrics`.
@@ -184,6 +186,9 @@ impl Shard {
             settings.shards,
             settings.http.max_tracked_clients,
         ));
+        let tokens = RefCell::new(crate::guard::tokens::VerifiedTokens::new(
+            settings.http.max_tracked_clients,
+        ));
         let shard = Rc::new(Shard {
             index,
             store: Store::new(conn),
@@ -195,6 +200,7 @@ impl Shard {
             blacklist_version: Cell::new(None),
             wake,
             guard,
+            tokens,
             stats: RefCell::default(),
             metrics,
             live_events: RefCell::default(),

@@ -1,0 +1,70 @@
+//! Session tokens a shard has verified: a shopper's next request with the same token
+//! skips the signature check (two base64 decodings and an HMAC-SHA-256), which is most of
+//! what authenticating a request costs.
+
+use std::collections::HashMap;
+
+/// Tokens whose signature held, each with the user it names and its expiry. Nothing else
+/// gets in, so a forged token is checked in full every time; a full cache is emptied, so
+/// it never holds more than its capacity.
+#[derive(Debug)]
+pub struct VerifiedTokens {
+    tokens: HashMap<Box<str>, (String, i64)>,
+    capacity: usize,
+}
+
+impl VerifiedTokens {
+    pub fn new(capacity: usize) -> Self {
+        VerifiedTokens {
+            tokens: HashMap::new(),
+            capacity,
+        }
+    }
+
+    /// The user `token` names, if it was verified here and has not expired by `now_ms`.
+    pub fn user(&self, token: &str, now_ms: i64) -> Option<&str> {
+        self.tokens
+            .get(token)
+            .filter(|(_, expires)| *expires > now_ms)
+            .map(|(user, _)| user.as_str())
+    }
+
+    /// Keeps a token whose signature held, until `expires_ms`.
+    pub fn insert(&mut self, token: &str, user: &str, expires_ms: i64) {
+        if self.capacity == 0 {
+            return;
+        }
+        if self.tokens.len() >= self.capacity {
+            self.tokens.clear();
+        }
+        self.tokens
+            .insert(token.into(), (user.to_string(), expires_ms));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_known_until_it_expires() {
+        let mut t = VerifiedTokens::new(4);
+        t.insert("tok", "alice", 100);
+        assert_eq!(t.user("tok", 99), Some("alice"));
+        assert_eq!(t.user("tok", 100), None);
+        assert_eq!(t.user("other", 0), None);
+    }
+
+    #[test]
+    fn it_never_holds_more_than_its_capacity() {
+        let mut t = VerifiedTokens::new(2);
+        for n in 0..5 {
+            t.insert(&format!("tok{n}"), "u", 100);
+            assert!(t.tokens.len() <= 2);
+        }
+        assert_eq!(t.user("tok4", 0), Some("u"));
+        let mut off = VerifiedTokens::new(0);
+        off.insert("tok", "u", 100);
+        assert_eq!(off.user("tok", 0), None);
+    }
+}

@@ -9,10 +9,21 @@
 # is then measured at 80% of it.
 #
 #   bench/launch.sh [SHARDS] [RATE|search]
+#   PIN=1 bench/launch.sh 1 RATE   # the node alone on the last core; Redis, the simulator
+#                                  # and the rest on the others (the run that separates them)
+#
+# After the measured launch, the same launch runs again under `perf sched` (where it can
+# record), for each process's longest wait for a core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shards=${1:-1} rate=${2:-4000}
 cargo build --release -q -p seckill-dataplane -p seckill-simulator
+if [ -n "${PIN:-}" ]; then
+  last=$(($(nproc) - 1))
+  [ "$last" -ge 1 ] || { echo "PIN needs two cores or more" >&2; exit 1; }
+  NODE_PIN=(taskset -c "$last") LOAD_PIN=(taskset -c "0-$((last - 1))")
+  echo "pinned: the node on core $last; Redis, the simulator and the rest on 0-$((last - 1))"
+fi
 . bench/lib.sh
 start_redis
 redis_pid=${pids[-1]}
@@ -22,7 +33,7 @@ launch_node "$shards"
 launch() {
   local r=$1
   shift
-  $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
+  ${LOAD_PIN[@]+"${LOAD_PIN[@]}"} $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
       --redis "$ops_redis" --redis-password-file "$ops_password_file" --secret-file "$work/secret" \
       --db "$work/orders.sqlite" --rate "$r" \
       --json "$work/report.json" "$@" > "$work/summary.txt" || true
@@ -76,3 +87,26 @@ ok = lat["p99_ms"] <= 10 and lat["p999_ms"] <= 50 and not r["failures"]
 print(f"target (p99 ≤ 10 ms, p99.9 ≤ 50 ms, no violations): p99 {lat['p99_ms']:.2f} ms, "
       f"p99.9 {lat['p999_ms']:.2f} ms, failures {len(r['failures'])}: {'met' if ok else 'missed'}")
 PY
+
+# Off-CPU evidence: the same launch again while `perf sched` records every switch on the
+# machine; each process's longest wait for a core once runnable (its scheduling delay),
+# beside the launch's own tail. A tail made by the machine shows here as a delay of the
+# node's shard, Redis, the worker or the simulator of about the tail's size.
+if command -v perf >/dev/null && perf sched record -o "$work/probe.data" -- true >/dev/null 2>&1; then
+  perf sched record -a -o "$work/sched.data" -- sleep 30 >/dev/null 2>&1 &
+  recorder=$!
+  sleep 0.5
+  launch "$rate"
+  kill -INT "$recorder" 2>/dev/null || true
+  wait "$recorder" 2>/dev/null || true
+  python3 - "$work/report.json" <<'PY'
+import json, sys
+lat = json.load(open(sys.argv[1]))["purchase_latency"]
+print(f"again under perf sched: purchase p99 {lat['p99_ms']:.2f} ms, p99.9 {lat['p999_ms']:.2f} ms, max {lat['max_ms']:.2f} ms")
+PY
+  echo "the longest scheduling delays of that launch (perf sched latency, by process):"
+  perf sched latency -i "$work/sched.data" --sort max 2>/dev/null |
+    awk -F'|' '/seckill|redis-server|iou-wrk/ { gsub(/ +/, " "); printf "  %-24s runtime %-14s max delay %s\n", $1, $2, $5 }' | head -8
+else
+  echo "perf sched cannot record here: no scheduling delays"
+fi

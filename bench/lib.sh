@@ -40,7 +40,7 @@ start_redis() {
   rport=$(port)
   make_users
   redis_urls "$rport"
-  redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
+  ${LOAD_PIN[@]+"${LOAD_PIN[@]}"} redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
       --aclfile "$work/users/users.acl" "$@" >/dev/null &
   pids+=($!)
   for _ in $(seq 50); do rcli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -175,9 +175,9 @@ db = "$work/orders.sqlite"
 ip_rate = 50
 ip_burst = 100
 TOML
-  $bin/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.0.1:$dport" \
+  ${NODE_PIN[@]+"${NODE_PIN[@]}"} $bin/seckill-dataplane serve --config "$work/dp.toml" --listen "127.0.0.1:$dport" \
       --redis "$node_redis" --redis-password-file "$node_password_file" --shards "$1" \
-      --secret-file "$work/secret" 2>"$work/dataplane.log" &
+      --secret-file "$work/secret" ${NODE_PIN[@]+--no-pin} 2>"$work/dataplane.log" &
   node=$!
   pids+=($node)
   wait_http "http://127.0.0.1:$dport"

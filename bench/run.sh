@@ -27,7 +27,8 @@ run() {
   echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(free -g | awk '/Mem:/ {print $2}') GiB, kernel $(uname -r)."
   echo "The load generators share the cores with what they measure, so only ratios within one run mean much."
   echo
-} > "$out.new"
+} > "$out.head"
+: > "$out.new"
 run bench/http-ceiling.sh 1 "$rounds" "$secs"
 run bench/http-ceiling.sh 2 "$rounds" "$secs"
 run bench/script-cost.sh "$rounds" 40000
@@ -41,5 +42,15 @@ run bench/queue.sh "$rounds" "$secs"
 run bench/profile.sh 10 20
 run bench/micro.sh
 echo "The launch plot: [launch.svg](launch.svg)." >> "$out.new"
-mv "$out.new" "$out"
+# The targets' table first, read off what the runs printed.
+{
+  cat "$out.head"
+  echo "## Targets"
+  echo
+  python3 bench/targets.py "$out.new"
+  echo
+  cat "$out.new"
+} > "$out.tmp"
+rm -f "$out.head" "$out.new"
+mv "$out.tmp" "$out"
 echo "written: $out" >&2

@@ -153,8 +153,9 @@ fn units_that_come_back_sell_again_on_every_shard_at_once_not_at_the_next_poll()
         );
         // The holds run out and the reaper returns their units to Redis's stock.
         common::wait_until("the holds' release", Duration::from_secs(5), || {
-            common::ledger_holds(&redis, "back").remaining == 2
+            common::remaining(&redis, "back") == 2
         });
+        common::ledger_holds(&redis, "back");
         lags.push(seen_within(Duration::from_secs(2), || {
             every_shard_says("live")
         }));

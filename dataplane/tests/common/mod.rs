@@ -90,6 +90,19 @@ pub fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -
     start.elapsed()
 }
 
+/// Units on a campaign's shelves, from its counters alone (one transaction): what a test
+/// can wait on while scripts still move units, where the whole ledger, read a command at a
+/// time, could catch a release half-read.
+pub fn remaining(redis: &impl RedisUrl, id: &str) -> i64 {
+    let mut con = redis.con();
+    let c = control::get(&mut con, id).expect("campaign");
+    control::partitions(&mut con, &c)
+        .expect("counters")
+        .iter()
+        .map(|p| p.stock)
+        .sum()
+}
+
 /// Checks a campaign's ledger, failing the test when it does not hold.
 pub fn ledger_holds(redis: &impl RedisUrl, id: &str) -> seckill_dataplane::ledger::Ledger {
     let mut con = redis.con();

@@ -69,15 +69,33 @@ pub struct PartitionRead {
     pub held_orders: Vec<i64>,
     /// Orders taken so far.
     pub seq: i64,
+    /// The partition's held, sold and transit counters as read with its buyers, hold
+    /// index and transfer log, at one instant: what those are judged against. (`counters`
+    /// come from one transaction over every partition, for conservation.) `None`: the
+    /// same as `counters`.
+    pub with_books: Option<(i64, i64, i64)>,
 }
 
-/// Reads every partition of a campaign and checks the ledger. Meant for a quiet moment
-/// (after a surge); under traffic, counters read a few microseconds apart may disagree.
+/// What `PARTITION_LEDGER` reads of a partition: held, sold and transit counters, buyers,
+/// outgoing transfer log, units of each order in the hold index.
+type Books = (
+    i64,
+    i64,
+    i64,
+    HashMap<String, i64>,
+    HashMap<String, String>,
+    Vec<i64>,
+);
+
+/// Reads every partition of a campaign and checks the ledger. Conservation is judged on
+/// every partition's counters read in one transaction; each partition's buyers, held
+/// orders and transfer log against its own counters read with them, by one read-only
+/// script, so holds released or sold while the campaign is read are no disagreement.
 pub fn check(con: &mut Connection, c: &Campaign) -> Result<Ledger, ControlError> {
     let id = &c.spec.id;
-    // Counters in one transaction, then every applied set, then each partition's log,
-    // buyers and holds: the order the ledger has always been read in, which matters only
-    // under traffic.
+    // Counters in one transaction, then every applied set, then each partition's books:
+    // an incoming transfer applied after the counters were read is then counted once,
+    // on its way.
     let parts = control::partitions(con, c)?;
     let mut applied = Vec::with_capacity(parts.len());
     for part in &parts {
@@ -87,22 +105,14 @@ pub fn check(con: &mut Connection, c: &Campaign) -> Result<Ledger, ControlError>
     let mut reads = Vec::with_capacity(parts.len());
     for (counters, transfers_in) in parts.into_iter().zip(applied) {
         let k = PartitionKeys::new(id, counters.partition);
-        let transfers_out = con.hgetall(k.transfers_out())?;
-        let buyers = con.hgetall(k.buyers())?;
-        let held: Vec<String> = con.zrange(k.holds(), 0, -1)?;
-        let mut held_orders = Vec::with_capacity(held.len());
-        for oid in &held {
-            let (q, status): (Option<i64>, Option<String>) = redis::cmd("HMGET")
-                .arg(k.order(oid))
-                .arg("qty")
-                .arg("status")
-                .query(con)?;
-            held_orders.push(if status.as_deref() == Some("held") {
-                q.unwrap_or(0)
-            } else {
-                0
-            });
-        }
+        let (held, sold, transit, buyers, transfers_out, held_orders): Books =
+            crate::scripts::PARTITION_LEDGER
+                .key(k.part())
+                .key(k.buyers())
+                .key(k.holds())
+                .key(k.transfers_out())
+                .arg(k.order_prefix())
+                .invoke(con)?;
         let seq: Option<i64> = con.hget(k.part(), "seq")?;
         reads.push(PartitionRead {
             counters,
@@ -111,6 +121,7 @@ pub fn check(con: &mut Connection, c: &Campaign) -> Result<Ledger, ControlError>
             buyers,
             held_orders,
             seq: seq.unwrap_or(0),
+            with_books: Some((held, sold, transit)),
         });
     }
     Ok(tally(
@@ -135,8 +146,13 @@ pub fn tally(campaign: &str, total: i64, limit: i64, parts: &[PartitionRead]) ->
         .collect();
     let mut bought_units = 0;
     let mut held_in_orders = 0;
+    // The held and sold units the buyers and the held orders are judged against.
+    let (mut books_held, mut books_sold) = (0, 0);
     for r in parts {
         let part = &r.counters;
+        let (held, sold, transit) = r.with_books.unwrap_or((part.held, part.sold, part.transit));
+        books_held += held;
+        books_sold += sold;
         l.remaining += part.stock;
         l.held += part.held;
         l.sold += part.sold;
@@ -156,10 +172,10 @@ pub fn tally(campaign: &str, total: i64, limit: i64, parts: &[PartitionRead]) ->
                 l.in_transit += units;
             }
         }
-        if logged != part.transit {
+        if logged != transit {
             l.violations.push(format!(
-                "partition {}: transit counter {} but {logged} units logged",
-                part.partition, part.transit
+                "partition {}: transit counter {transit} but {logged} units logged",
+                part.partition
             ));
         }
         for (user, n) in &r.buyers {
@@ -187,16 +203,15 @@ pub fn tally(campaign: &str, total: i64, limit: i64, parts: &[PartitionRead]) ->
             l.held, l.sold, l.total
         ));
     }
-    if bought_units != l.held + l.sold {
+    if bought_units != books_held + books_sold {
         l.violations.push(format!(
             "buyers hold {bought_units} units, counters say {}",
-            l.held + l.sold
+            books_held + books_sold
         ));
     }
-    if held_in_orders != l.held {
+    if held_in_orders != books_held {
         l.violations.push(format!(
-            "held orders carry {held_in_orders} units, counters say {}",
-            l.held
+            "held orders carry {held_in_orders} units, counters say {books_held}"
         ));
     }
     l

@@ -49,6 +49,8 @@ scripts! {
     UNLOCK => "scripts/unlock.lua",
     /// Reads a partition's counters, buyers, hold index and orders at one instant.
     PARTITION_BOOKS => "scripts/partition_books.lua",
+    /// Reads what the ledger judges of a partition against its counters, at one instant.
+    PARTITION_LEDGER => "scripts/partition_ledger.lua",
 }
 
 /// The scripts the shards call, loaded on each new connection.

@@ -174,3 +174,31 @@ fn units_that_come_back_sell_again_on_every_shard_at_once_not_at_the_next_poll()
     let l = common::ledger_holds(&redis, "back");
     assert_eq!((l.held + l.sold + l.remaining, l.held), (2, 2), "{l}");
 }
+
+#[test]
+fn the_ledger_read_while_holds_run_out_shows_no_disagreement() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    let c = node.client();
+    let mut s = spec("busy", 300, 2, 1);
+    s.hold_ttl_s = 1;
+    open_sale(&redis, &node, s);
+    for u in 0..150 {
+        let (code, body) = c.purchase("busy", &c.token(&format!("u{u}")), None);
+        assert_eq!(code, 200, "{body}");
+    }
+    // The reaper releases the holds while the ledger is read over and over: each read
+    // must hold, whichever holds it caught released.
+    let mut reads = 0;
+    common::wait_until("every hold released", Duration::from_secs(15), || {
+        reads += 1;
+        common::ledger_holds(&redis, "busy").remaining == 300
+    });
+    eprintln!("{reads} ledger reads while the holds ran out");
+    let l = common::ledger_holds(&redis, "busy");
+    assert_eq!(
+        (l.remaining, l.held, l.sold, l.orders),
+        (300, 0, 0, 150),
+        "{l}"
+    );
+}

@@ -116,12 +116,17 @@ impl<'a> Route<'a> {
     }
 }
 
-/// Parses a JSON body; an empty one reads as `{}`.
+/// Parses a JSON body, which must be an object; an empty one reads as `{}`. (serde would
+/// also read a struct from an array of its fields in order, which no client means.)
 pub fn json_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
-        b"{}"
-    } else {
-        body
+    let body: &[u8] = match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        None => b"{}",
+        Some(b'{') => body,
+        Some(_) => {
+            return Err(ApiError::BadRequest(
+                "invalid JSON body: expected an object".into(),
+            ))
+        }
     };
     serde_json::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
@@ -196,6 +201,9 @@ mod tests {
         assert_eq!(json_body::<PurchaseBody>(b"  ").map(|b| b.quantity), Ok(1));
         assert!(json_body::<PurchaseBody>(b"{\"quantity\": \"1\"}").is_err());
         assert!(json_body::<PurchaseBody>(b"{\"x\": 1}").is_err());
+        // An array of the fields in order is no purchase, whatever serde makes of it.
+        assert!(json_body::<PurchaseBody>(b" [1]").is_err());
+        assert!(json_body::<PurchaseBody>(b"1").is_err());
         assert_eq!(idempotency_key(None), Ok(None));
         assert!(idempotency_key(Some(b"has space")).is_err());
         assert!(idempotency_key(Some(&[0xff])).is_err());

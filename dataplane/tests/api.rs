@@ -266,6 +266,97 @@ fn a_body_that_stops_coming_gets_408() {
     assert_eq!(l.held, 0, "{l}");
 }
 
+/// Reads one response off a kept-alive connection: its status and its body.
+fn read_response(s: &mut TcpStream) -> (String, String) {
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            s.read(&mut byte).expect("read the head"),
+            1,
+            "closed mid-head"
+        );
+        got.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&got).to_ascii_lowercase();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("content-length");
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).expect("read the body");
+    let status = head.get(9..12).unwrap_or_default().to_string();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[test]
+fn a_body_sent_in_pieces_or_chunks_is_read_whole_and_the_connection_serves_on() {
+    let redis = Redis::start();
+    let node = Node::start_with(
+        &redis,
+        1,
+        "[http]\nheader_timeout_ms = 2000\nmax_body_bytes = 64\n",
+    );
+    open_sale(&redis, &node, spec("pieces", 10, 1, 1));
+    let c = node.client();
+    let mut s = TcpStream::connect(("127.0.0.1", node.port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let head = |token: &str, framing: &str| {
+        format!(
+            "POST /api/campaigns/pieces/purchase HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\n{framing}\r\n"
+        )
+    };
+    // The head, then the body in two writes a moment apart.
+    let body = "{\"quantity\": 1}";
+    s.write_all(
+        head(
+            &c.token("piecemeal"),
+            &format!("Content-Length: {}\r\n", body.len()),
+        )
+        .as_bytes(),
+    )
+    .expect("write");
+    std::thread::sleep(Duration::from_millis(100));
+    s.write_all(&body.as_bytes()[..5]).expect("write");
+    std::thread::sleep(Duration::from_millis(100));
+    s.write_all(&body.as_bytes()[5..]).expect("write");
+    let (status, answer) = read_response(&mut s);
+    assert_eq!(status, "200", "{answer}");
+    assert!(answer.contains("\"status\":\"held\""), "{answer}");
+    // The same connection: a chunked body in three chunks.
+    let chunked = "5\r\n{\"qua\r\n6\r\nntity\"\r\n4\r\n: 1}\r\n0\r\n\r\n";
+    s.write_all(
+        format!(
+            "{}{chunked}",
+            head(&c.token("chunky"), "Transfer-Encoding: chunked\r\n")
+        )
+        .as_bytes(),
+    )
+    .expect("write");
+    let (status, answer) = read_response(&mut s);
+    assert_eq!(status, "200", "{answer}");
+    // A chunked body over the limit, whose size no header declared.
+    let pad = "x".repeat(40);
+    let over = format!("21\r\n{}\r\n21\r\n{}\r\n0\r\n\r\n", &pad[..33], &pad[..33]);
+    s.write_all(
+        format!(
+            "{}{over}",
+            head(&c.token("chunky"), "Transfer-Encoding: chunked\r\n")
+        )
+        .as_bytes(),
+    )
+    .expect("write");
+    let (status, answer) = read_response(&mut s);
+    assert_eq!(status, "413", "{answer}");
+    // Two held, one each, and nothing else taken.
+    let l = common::ledger_holds(&redis, "pieces");
+    assert!(l.holds(), "{l}");
+    assert_eq!((l.held, l.remaining, l.buyers), (2, 8, 2), "{l}");
+}
+
 #[test]
 fn a_declared_body_over_the_limit_gets_413_before_it_is_sent() {
     let redis = Redis::start();

@@ -11,7 +11,7 @@ pub use reply::ApiError;
 use bytes::Bytes;
 use futures::future::{select, Either};
 use glommio::net::TcpStream;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -288,10 +288,11 @@ async fn before_body<T>(req: Request<Incoming>, refused: ApiError) -> Result<T, 
 }
 
 /// Reads and drops a refused body for a moment, up to 64 KB.
-async fn discard(mut body: Incoming) {
+async fn discard(body: Incoming) {
     let drain = async {
         let mut seen = 0;
-        while let Some(Ok(frame)) = body.frame().await {
+        let mut body = pin!(body);
+        while let Some(Ok(frame)) = next_frame(body.as_mut()).await {
             seen += frame.data_ref().map_or(0, Bytes::len);
             if seen >= 64 * 1024 {
                 return;
@@ -299,6 +300,48 @@ async fn discard(mut body: Incoming) {
         }
     };
     within(drain, Duration::from_millis(50)).await;
+}
+
+/// A body's next frame; `None` once it has all its declared length. hyper closes a
+/// body's channel only on the connection's next turn, and a body read to its end as it
+/// declared it need not wait for that.
+async fn next_frame<B: hyper::body::Body>(
+    mut body: std::pin::Pin<&mut B>,
+) -> Option<Result<hyper::body::Frame<B::Data>, B::Error>> {
+    if body.is_end_stream() {
+        return None;
+    }
+    std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await
+}
+
+/// A request body's bytes, at most `limit` of them; a body in one piece is not copied.
+async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, ApiError> {
+    let mut body = pin!(body);
+    let mut first = Bytes::new();
+    let mut joined = bytes::BytesMut::new();
+    while let Some(frame) = next_frame(body.as_mut()).await {
+        let frame =
+            frame.map_err(|_| ApiError::BadRequest("could not read the request body".into()))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if first.len() + joined.len() + data.len() > limit {
+            return Err(ApiError::PayloadTooLarge);
+        }
+        if first.is_empty() && joined.is_empty() {
+            first = data;
+        } else {
+            if joined.is_empty() {
+                joined.extend_from_slice(&std::mem::take(&mut first));
+            }
+            joined.extend_from_slice(&data);
+        }
+    }
+    Ok(if joined.is_empty() {
+        first
+    } else {
+        joined.freeze()
+    })
 }
 
 /// `fut`'s output, or `None` once `limit` has passed. Most bodies come with their head,
@@ -338,19 +381,9 @@ async fn read_json<T: DeserializeOwned>(
         discard(req.into_body()).await;
         return Err(ApiError::PayloadTooLarge);
     }
-    let collect = Limited::new(req.into_body(), limit).collect();
     let header_timeout = Duration::from_millis(shard.settings.http.header_timeout_ms);
-    let Some(body) = within(collect, header_timeout).await else {
+    let Some(body) = within(read_body(req.into_body(), limit), header_timeout).await else {
         return Err(ApiError::Timeout);
     };
-    let body = body
-        .map_err(|e| {
-            if e.is::<http_body_util::LengthLimitError>() {
-                ApiError::PayloadTooLarge
-            } else {
-                ApiError::BadRequest("could not read the request body".into())
-            }
-        })?
-        .to_bytes();
-    request::json_body(&body)
+    request::json_body(&body?)
 }

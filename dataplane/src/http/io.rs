@@ -18,7 +18,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::compat::{Compat, FuturesAsyncReadCompatExt};
@@ -70,7 +70,7 @@ pub struct TimedStream {
     clock: Rc<Clock>,
     header_timeout: Duration,
     idle_timeout: Duration,
-    timer: Option<(Instant, Pin<Box<Timer>>)>,
+    timer: Option<Armed>,
     /// A JSON error response written in place of the HTTP layer's own (empty) answer to
     /// a request it could not parse, and how much of it went out.
     replacement: Option<(Vec<u8>, usize)>,
@@ -109,6 +109,11 @@ impl TimedStream {
     }
 
     /// Arms the timer for the current deadline; `Ready` once it has passed.
+    ///
+    /// A timer armed for an earlier deadline, for this task, is left to run: when it
+    /// fires, the connection wakes, looks at its deadline again and sets the timer for
+    /// it. A busy connection's deadline moves with every request, and so the timer is
+    /// set about once an idle timeout rather than once a request.
     fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let Some(deadline) = self.deadline() else {
             return Poll::Pending;
@@ -117,21 +122,33 @@ impl TimedStream {
         if now >= deadline {
             return Poll::Ready(());
         }
-        match &mut self.timer {
-            Some((at, t)) if *at == deadline => t.as_mut().poll(cx).map(|_| ()),
-            Some((at, t)) => {
-                t.reset(deadline - now);
-                *at = deadline;
-                t.as_mut().poll(cx).map(|_| ())
-            }
-            None => {
-                let mut t = Box::pin(Timer::new(deadline - now));
-                let r = t.as_mut().poll(cx);
-                self.timer = Some((deadline, t));
-                r.map(|_| ())
+        if let Some(armed) = &self.timer {
+            if now < armed.at && armed.at <= deadline && armed.waker.will_wake(cx.waker()) {
+                return Poll::Pending;
             }
         }
+        let armed = match &mut self.timer {
+            Some(armed) => {
+                armed.timer.reset(deadline - now);
+                armed
+            }
+            None => self.timer.insert(Armed {
+                at: deadline,
+                timer: Box::pin(Timer::new(deadline - now)),
+                waker: cx.waker().clone(),
+            }),
+        };
+        armed.at = deadline;
+        armed.waker.clone_from(cx.waker());
+        armed.timer.as_mut().poll(cx).map(|_| ())
     }
+}
+
+/// The connection's timer, the deadline it is set for and the task it wakes.
+struct Armed {
+    at: Instant,
+    timer: Pin<Box<Timer>>,
+    waker: Waker,
 }
 
 impl AsyncRead for TimedStream {

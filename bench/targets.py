@@ -49,14 +49,13 @@ def main():
         rows.append(row("refusals on the shard ≥ 0.9× `GET /api/time` and ≥ 0.75× nginx `return 200`, 1 shard",
                         figure, low_time >= 0.9 and low_nginx >= 0.75,
                         "The profile below (`bench/profile.sh`) sets the sold-out purchase beside "
-                        "`/api/time`. About a third of the purchase's extra time is the kernel "
-                        "(`_raw_spin_unlock_irqrestore` in the send that wakes wrk's socket; it "
-                        "grows as the answers get slower). The rest is spread over hyper's body "
-                        "channel, the token's base64 and HMAC, the larger head and the JSON body, "
-                        "none above 0.1 µs a request. hyper hands a body over through a channel on "
-                        "a second turn of the connection's task, even when the body came with its "
-                        "head. Past 0.75× nginx, even `/api/time` is short: most of it is the "
-                        "kernel's loopback TCP, which nginx pays too."))
+                        "`/api/time`; the gap left is spread thin over hyper's body channel (a waker "
+                        "each way), the larger head, the token lookup and the JSON body, none above "
+                        "0.1 µs a request. A 429 also counts the refusal against the user and the "
+                        "address for automatic blocking (two keys formatted and looked up). Rounds "
+                        "of one path spread by ±15% on this machine, more than the gap. Past 0.75× "
+                        "nginx even `/api/time` falls short: most of its time is the kernel's "
+                        "loopback TCP, and the rest hyper and a tracing span per request."))
     else:
         rows.append("| refusals on the shard | not in this run | missed | |")
 
@@ -93,7 +92,9 @@ def main():
                         f"peak {peak or 0:.0f}/s; at 80%: p99 **{p99:.2f} ms**, p99.9 **{p999:.2f} ms**",
                         met,
                         "Three processes (simulator, node, Redis) and the order worker's thread share two "
-                        "cores; the stalls are not yet traced to one of them (`perf sched`)."))
+                        "cores: `perf sched` shows every one of them waiting up to 5-8 ms for a core, "
+                        "and no process stalls longer than that. Pinning the node alone on a core "
+                        "(`PIN=1`) crowds the simulator and Redis on the other and does worse."))
     else:
         rows.append("| the launch at 80% | not in this run | missed | |")
 

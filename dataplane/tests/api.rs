@@ -309,6 +309,9 @@ fn a_body_sent_in_pieces_or_chunks_is_read_whole_and_the_connection_serves_on() 
              Content-Type: application/json\r\n{framing}\r\n"
         )
     };
+    let chunked = |token: &str, chunks: &str| {
+        format!("{}{chunks}", head(token, "Transfer-Encoding: chunked\r\n"))
+    };
     // The head, then the body in two writes a moment apart.
     let body = "{\"quantity\": 1}";
     s.write_all(
@@ -327,28 +330,16 @@ fn a_body_sent_in_pieces_or_chunks_is_read_whole_and_the_connection_serves_on() 
     assert_eq!(status, "200", "{answer}");
     assert!(answer.contains("\"status\":\"held\""), "{answer}");
     // The same connection: a chunked body in three chunks.
-    let chunked = "5\r\n{\"qua\r\n6\r\nntity\"\r\n4\r\n: 1}\r\n0\r\n\r\n";
-    s.write_all(
-        format!(
-            "{}{chunked}",
-            head(&c.token("chunky"), "Transfer-Encoding: chunked\r\n")
-        )
-        .as_bytes(),
-    )
-    .expect("write");
+    let three = "5\r\n{\"qua\r\n6\r\nntity\"\r\n4\r\n: 1}\r\n0\r\n\r\n";
+    s.write_all(chunked(&c.token("chunky"), three).as_bytes())
+        .expect("write");
     let (status, answer) = read_response(&mut s);
     assert_eq!(status, "200", "{answer}");
     // A chunked body over the limit, whose size no header declared.
-    let pad = "x".repeat(40);
-    let over = format!("21\r\n{}\r\n21\r\n{}\r\n0\r\n\r\n", &pad[..33], &pad[..33]);
-    s.write_all(
-        format!(
-            "{}{over}",
-            head(&c.token("chunky"), "Transfer-Encoding: chunked\r\n")
-        )
-        .as_bytes(),
-    )
-    .expect("write");
+    let pad = "x".repeat(33);
+    let over = format!("21\r\n{pad}\r\n21\r\n{pad}\r\n0\r\n\r\n");
+    s.write_all(chunked(&c.token("chunky"), &over).as_bytes())
+        .expect("write");
     let (status, answer) = read_response(&mut s);
     assert_eq!(status, "413", "{answer}");
     // Two held, one each, and nothing else taken.

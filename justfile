@@ -217,9 +217,9 @@ bench-script ROUNDS="3" PURCHASES="40000":
 bench-micro:
     cargo bench -p seckill-dataplane --bench hot
 
-# Where a shard's time goes on a sold-out purchase: perf samples while wrk runs.
-bench-profile SECONDS="10":
-    bench/profile.sh {{SECONDS}}
+# Where a shard's time goes on a refused purchase (soldout, limited or early) beside GET /api/time: perf samples while wrk runs.
+bench-profile SECONDS="10" REFUSAL="soldout":
+    bench/profile.sh {{SECONDS}} 25 {{REFUSAL}}
 
 # Fault drills: a launch with bots through crashes, Redis down or hung, clock skew, floods, and network faults (cut links, lost replies, packet loss) in namespaces; ledger verdicts.
 drill RATE="1500" MODE="full":

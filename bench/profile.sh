@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # Where a shard's time goes on the requests that end on the shard: wrk on `GET /api/time`
-# and then on the sold-out purchase (a POST with a bearer token and a JSON body), while
+# and then on a refused purchase (a POST with a bearer token and a JSON body: sold out,
+# rate limited or not started), while
 # `perf record` samples the data plane (software clock, so it works where the CPU's
-# counters are hidden). Prints the node's CPU per request of each, the sold-out
-# purchase's hottest functions, and the functions whose time per request differs most
-# between the two: where the purchase's extra cost goes.
+# counters are hidden). Prints the node's CPU per request of each, the purchase's hottest
+# functions, and the functions whose time per request differs most between the two:
+# where the purchase's extra cost goes.
 #
-#   bench/profile.sh [SECONDS] [TOP]
+#   bench/profile.sh [SECONDS] [TOP] [soldout|limited|early]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=${1:-10} top=${2:-25}
+secs=${1:-10} top=${2:-25} refusal=${3:-soldout}
+case $refusal in
+  soldout) label="sold-out purchase" campaign=bench ;;
+  limited) label="rate-limited (429)" campaign=bench ;;
+  early) label="not started (425)" campaign=later ;;
+  *) echo "the refusal to profile must be soldout, limited or early, not '$refusal'" >&2; exit 2 ;;
+esac
 for tool in wrk perf; do
   command -v "$tool" >/dev/null || { echo "$tool is missing: apt-get install wrk linux-perf" >&2; exit 1; }
 done
@@ -24,6 +31,7 @@ node=$!
 pids+=($node)
 wait_http "http://127.0.0.1:$dport"
 sold_out_campaign
+upcoming_campaign
 buy_the_unit "http://127.0.0.1:$dport"
 hz=2999
 # sample FILE LABEL WRK_ARGS...: wrk while perf samples the node; the node's CPU (user
@@ -45,10 +53,15 @@ sample() {
 }
 echo "1 shard, wrk -t1 -c64 -d${secs}s each:"
 sample time "GET /api/time" "http://127.0.0.1:$dport/api/time"
-sample soldout "purchase, sold out" -s bench/purchase.lua "http://127.0.0.1:$dport/api/campaigns/bench/purchase"
-python3 - "$work" "$hz" "$top" <<'PY'
+if [ "$refusal" = limited ]; then
+  $bin/seckill-dataplane limits --redis "$ops_redis" --redis-password-file "$ops_password_file" \
+      set user_rate=1 user_burst=1 >/dev/null
+  sleep 0.5
+fi
+sample post "$label" -s bench/purchase.lua "http://127.0.0.1:$dport/api/campaigns/$campaign/purchase"
+python3 - "$work" "$hz" "$top" "$label" <<'PY'
 import os, re, sys
-work, hz, top = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+work, hz, top, label = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 def load(name):
     n = int(open(os.path.join(work, name + ".n")).read())
     d = {}
@@ -59,7 +72,7 @@ def load(name):
             key = f"{dso}: {m.group(4)}"
             d[key] = d.get(key, 0) + int(m.group(1)) / hz / n * 1e6
     return d
-get, post = load("time"), load("soldout")
+get, post = load("time"), load("post")
 def by_part(d):
     parts = {}
     for k, v in d.items():
@@ -67,11 +80,11 @@ def by_part(d):
         parts[part] = parts.get(part, 0) + v
     return parts
 gp, pp = by_part(get), by_part(post)
-print("\nsampled µs a request         GET /api/time   sold-out purchase   difference")
+print(f"\nsampled µs a request         GET /api/time {label:>19}   difference")
 for part in ["the node's code", "libc, vdso", "kernel"]:
     print(f"{part:<28} {gp.get(part, 0):13.2f} {pp.get(part, 0):19.2f} {pp.get(part, 0) - gp.get(part, 0):+12.2f}")
 print(f"{'in all':<28} {sum(gp.values()):13.2f} {sum(pp.values()):19.2f} {sum(pp.values()) - sum(gp.values()):+12.2f}")
-print(f"\nthe sold-out purchase's hottest functions (µs a request):")
+print(f"\nthe {label}'s hottest functions (µs a request):")
 for k, v in sorted(post.items(), key=lambda kv: -kv[1])[:top]:
     print(f"  {v:6.3f}  {k[:100]}")
 print(f"\nwhere the purchase's extra time goes (µs a request: GET, purchase, difference):")

@@ -10,7 +10,9 @@ pub mod tokens;
 pub use seckill_core::limits::Limits;
 pub use seckill_core::{blacklist, pow};
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -24,6 +26,26 @@ pub enum Refusal {
     Busy { retry_after: Duration },
 }
 
+/// A client that a refusal counts against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Client<'a> {
+    Ip(IpAddr),
+    User(&'a str),
+}
+
+impl Client<'_> {
+    /// Its blacklist entry: `ip:<address>` or `user:<id>`.
+    pub fn key(&self) -> String {
+        match self {
+            Client::Ip(ip) => blacklist::ip_key(*ip),
+            Client::User(user) => blacklist::user_key(user),
+        }
+    }
+}
+
+/// Refusals counted in the current window: when it began, and how many.
+type Window = (Instant, u32);
+
 /// A shard's defences.
 pub struct Guard {
     pub limits: Limits,
@@ -31,8 +53,9 @@ pub struct Guard {
     ips: BucketMap<IpAddr>,
     users: BucketMap<String>,
     admission: HashMap<String, bucket::Bucket>,
-    /// Refusals per client key in the current window, for automatic blocking.
-    refusals: HashMap<String, (Instant, u32)>,
+    /// Refusals per client in the current window, for automatic blocking.
+    refused_ips: HashMap<IpAddr, Window>,
+    refused_users: HashMap<String, Window>,
     pub blacklist: blacklist::Local,
     max_keys: usize,
 }
@@ -45,7 +68,8 @@ impl Guard {
             ips: BucketMap::new(max_keys),
             users: BucketMap::new(max_keys),
             admission: HashMap::new(),
-            refusals: HashMap::new(),
+            refused_ips: HashMap::new(),
+            refused_users: HashMap::new(),
             blacklist: blacklist::Local::default(),
             max_keys,
         }
@@ -93,28 +117,53 @@ impl Guard {
             .map_err(|retry_after| Refusal::Busy { retry_after })
     }
 
-    /// Counts a refusal against a client key; true when the key crossed the automatic
-    /// blocking threshold just now.
-    pub fn refused(&mut self, key: String, now: Instant) -> bool {
+    /// Counts a refusal against a client; true when it crossed the automatic blocking
+    /// threshold just now. Nothing is allocated for a client already counted.
+    pub fn refused(&mut self, client: Client<'_>, now: Instant) -> bool {
         let l = self.limits;
         if l.auto_block_refusals == 0 {
             return false;
         }
         let window = Duration::from_secs(l.auto_block_window_s.max(1));
-        if self.refusals.len() >= self.max_keys && !self.refusals.contains_key(&key) {
-            self.refusals
-                .retain(|_, (start, _)| now.saturating_duration_since(*start) < window);
-            if self.refusals.len() >= self.max_keys {
-                return false;
-            }
-        }
-        let e = self.refusals.entry(key).or_insert((now, 0));
-        if now.saturating_duration_since(e.0) >= window {
-            *e = (now, 0);
-        }
-        e.1 += 1;
-        e.1 == l.auto_block_refusals
+        let count = match client {
+            Client::Ip(ip) => count(&mut self.refused_ips, &ip, now, window, self.max_keys),
+            Client::User(u) => count(&mut self.refused_users, u, now, window, self.max_keys),
+        };
+        count == Some(l.auto_block_refusals)
     }
+}
+
+/// Counts one refusal of `key` in `map`'s current window and returns the window's count;
+/// `None` when the map holds `max_keys` clients refused within their windows and `key`
+/// is not one of them.
+fn count<K, Q>(
+    map: &mut HashMap<K, Window>,
+    key: &Q,
+    now: Instant,
+    window: Duration,
+    max_keys: usize,
+) -> Option<u32>
+where
+    K: Borrow<Q> + Hash + Eq,
+    Q: ToOwned<Owned = K> + Hash + Eq + ?Sized,
+{
+    let e = match map.get_mut(key) {
+        Some(e) => e,
+        None => {
+            if map.len() >= max_keys {
+                map.retain(|_, (start, _)| now.saturating_duration_since(*start) < window);
+                if map.len() >= max_keys {
+                    return None;
+                }
+            }
+            map.entry(key.to_owned()).or_insert((now, 0))
+        }
+    };
+    if now.saturating_duration_since(e.0) >= window {
+        *e = (now, 0);
+    }
+    e.1 += 1;
+    Some(e.1)
 }
 
 /// The client's address: the peer, or — only when the peer is a trusted proxy — the
@@ -186,6 +235,28 @@ mod tests {
     }
 
     #[test]
+    fn a_full_map_counts_no_new_client_until_a_window_ends() {
+        let t0 = Instant::now();
+        let limits = Limits {
+            auto_block_refusals: 2,
+            auto_block_window_s: 10,
+            ..Limits::default()
+        };
+        let mut g = Guard::new(limits, 1, 2);
+        assert!(!g.refused(Client::User("a"), t0));
+        assert!(!g.refused(Client::User("b"), t0));
+        assert!(!g.refused(Client::User("c"), t0));
+        assert!(!g.refused(Client::User("c"), t0), "c is not counted");
+        assert!(g.refused(Client::User("a"), t0), "a still is");
+        let later = t0 + Duration::from_secs(11);
+        assert!(!g.refused(Client::User("c"), later));
+        assert!(
+            g.refused(Client::User("c"), later),
+            "counted once a window ended"
+        );
+    }
+
+    #[test]
     fn a_key_refused_often_enough_is_flagged_once() {
         let t0 = Instant::now();
         let limits = Limits {
@@ -194,9 +265,14 @@ mod tests {
             ..Limits::default()
         };
         let mut g = Guard::new(limits, 1, 100);
-        let flags: Vec<bool> = (0..5).map(|_| g.refused("ip:1.2.3.4".into(), t0)).collect();
+        let client = Client::Ip(ip("1.2.3.4"));
+        let flags: Vec<bool> = (0..5).map(|_| g.refused(client, t0)).collect();
         assert_eq!(flags, [false, false, true, false, false]);
+        // A user is counted apart from the address it comes from.
+        assert!(!g.refused(Client::User("alice"), t0));
         // A new window starts over.
-        assert!(!g.refused("ip:1.2.3.4".into(), t0 + Duration::from_secs(11)));
+        assert!(!g.refused(client, t0 + Duration::from_secs(11)));
+        assert_eq!(client.key(), "ip:1.2.3.4");
+        assert_eq!(Client::User("alice").key(), "user:alice");
     }
 }

@@ -161,7 +161,7 @@ fn open_events(
 /// A refusal's reply; 401, 403 and 429 count toward blocking the client.
 fn refusal(shard: &Shard, ip: IpAddr, e: ApiError) -> Reply {
     if matches!(e.status().as_u16(), 401 | 403 | 429) {
-        shard.refused(guard::blacklist::ip_key(ip));
+        shard.refused(guard::Client::Ip(ip));
     }
     e.reply()
 }
@@ -273,7 +273,7 @@ fn authenticate(shard: &Shard, req: &Request<Incoming>) -> Result<String, ApiErr
     };
     let checked = shard.guard.borrow_mut().check_user(&user, Instant::now());
     if let Err(refusal) = checked {
-        shard.refused(guard::blacklist::user_key(&user));
+        shard.refused(guard::Client::User(&user));
         return Err(refusal.into());
     }
     Ok(user)

@@ -253,14 +253,15 @@ impl Shard {
         }
     }
 
-    /// Counts a refusal against a client key (`ip:...`, `user:...`); one that crosses the
-    /// automatic threshold is blacklisted on every node.
-    pub fn refused(&self, key: String) {
+    /// Counts a refusal against a client; one that crosses the automatic threshold is
+    /// blacklisted on every node.
+    pub fn refused(&self, client: crate::guard::Client<'_>) {
         let now = std::time::Instant::now();
         let mut guard = self.guard.borrow_mut();
-        if !guard.refused(key.clone(), now) {
+        if !guard.refused(client, now) {
             return;
         }
+        let key = client.key();
         let ttl_ms = guard.limits.auto_block_ttl_s as i64 * 1000;
         let expires = crate::now_ms() + ttl_ms;
         guard.blacklist.insert(key.clone(), expires);

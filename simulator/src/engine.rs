@@ -270,11 +270,10 @@ pub fn run_thread(arrivals: Vec<(usize, Arrival)>, ctx: Arc<Context>) -> Tally {
         let client = Rc::new(Client::new(ctx.targets.clone(), ctx.connections));
         let tally = Rc::new(RefCell::new(Tally::new()));
         let slots = Arc::new(tokio::sync::Semaphore::new(ctx.connections.max(1)));
+        let pacer = crate::pace::Pacer::new();
         for (n, a) in arrivals {
             let planned = ctx.start + a.at;
-            if planned > Instant::now() {
-                tokio::time::sleep_until(planned.into()).await;
-            }
+            pacer.until(planned).await;
             let Ok(slot) = slots.clone().acquire_owned().await else {
                 break;
             };

@@ -4,6 +4,7 @@
 //! - [`plan`]: the arrival plan, fixed before the run (open model);
 //! - [`engine`]: thread-per-core load with keep-alive pools per source address, latency
 //!   from the planned instant into HdrHistogram;
+//! - [`pace`]: the wait for each planned instant, to within tens of microseconds;
 //! - [`session`]: a shopper's purchase, payment, delivery and download;
 //! - [`earn`]: the tickets accounts earn before the opening;
 //! - [`room`]: a session through a waiting room: join, look, buy with the pass;
@@ -26,6 +27,7 @@ pub mod fairness;
 pub mod flood;
 pub mod html;
 pub mod http;
+pub mod pace;
 pub mod plan;
 pub mod plot;
 pub mod report;

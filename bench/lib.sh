@@ -133,9 +133,9 @@ buy_the_unit() {
 
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-# flat_out_scenario FILE TARGET_URL REDIS CAMPAIGN SECONDS: a simulator scenario that
-# sends purchases as fast as 64 connections allow, each from a shopper not seen before,
-# on an existing campaign; REDIS is an ops URL (its password is $ops_password_file).
+# flat_out_scenario FILE TARGET_URL REDIS CAMPAIGN SECONDS [CONNECTIONS]: a simulator
+# scenario that sends purchases as fast as CONNECTIONS (64) connections allow, each from
+# a shopper not seen before, on an existing campaign; REDIS is an ops URL (its password is $ops_password_file).
 flat_out_scenario() {
   cat > "$1" <<TOML
 target = "$2"
@@ -144,7 +144,7 @@ redis_password_file = "$ops_password_file"
 secret_file = "$work/secret"
 duration_s = $5
 threads = 1
-connections = 64
+connections = ${6:-64}
 [campaign]
 id = "$4"
 [arrivals]

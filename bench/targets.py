@@ -78,7 +78,7 @@ def main():
     if path_rate:
         rows.append(row("the purchase path ≥ 0.8× `redis-benchmark -P 16` of the same script",
                         f"**{path_rate:.2f}**", path_rate >= 0.8,
-                        "The simulator, the node and Redis share 2 cores with the benchmark's own client."))
+                        "The simulator, the node and Redis share 2 cores with the benchmark's own client (the cores-busy column); on a Redis of its own the path is bound by its Redis CPU per purchase (the Redis-bound row)."))
     else:
         rows.append("| the purchase path | not in this run | missed | |")
 

@@ -135,7 +135,8 @@ median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR
 
 # flat_out_scenario FILE TARGET_URL REDIS CAMPAIGN SECONDS [CONNECTIONS]: a simulator
 # scenario that sends purchases as fast as CONNECTIONS (64) connections allow, each from
-# a shopper not seen before, on an existing campaign; REDIS is an ops URL (its password is $ops_password_file).
+# a shopper not seen before, on an existing campaign; REDIS is an ops URL (its password
+# is $ops_password_file).
 flat_out_scenario() {
   cat > "$1" <<TOML
 target = "$2"

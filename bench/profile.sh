@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Where a shard's time goes on the requests that end on the shard: wrk on `GET /api/time`
 # and then on a refused purchase (a POST with a bearer token and a JSON body: sold out,
-# rate limited or not started), while
-# `perf record` samples the data plane (software clock, so it works where the CPU's
-# counters are hidden). Prints the node's CPU per request of each, the purchase's hottest
+# rate limited or not started), while `perf record` samples the data plane (software
+# clock, so it works where the CPU's counters are hidden). Prints the node's CPU per request of each, the purchase's hottest
 # functions, and the functions whose time per request differs most between the two:
 # where the purchase's extra cost goes.
 #

@@ -68,8 +68,7 @@ measure() {
   sleep 0.3
   kill $sampler 2>/dev/null; wait $sampler 2>/dev/null || true
   python3 - "$samples" "$hz" <<'PY'
-import sys
-import os
+import os, sys
 rows = [tuple(map(float, l.split())) for l in open(sys.argv[1]) if len(l.split()) == 6]
 hz = float(sys.argv[2])
 busy = [i for i in range(1, len(rows)) if rows[i][2] - rows[i - 1][2] > 100]

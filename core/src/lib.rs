@@ -15,7 +15,8 @@
 //!   work, secret files and Redis credentials;
 //! - [`telemetry`]: each node's and worker's record of the last second, and the fleet
 //!   read from them; [`histo`]: latency histograms for the metrics;
-//! - [`backoff`]: the jittered waits between reconnection attempts.
+//! - [`backoff`]: the jittered waits between reconnection attempts;
+//! - [`fds`]: the descriptor table, sized before the load arrives.
 
 pub mod api;
 pub mod auth;
@@ -25,6 +26,7 @@ pub mod campaign;
 pub mod clock;
 pub mod connection;
 pub mod control;
+pub mod fds;
 pub mod histo;
 pub mod keys;
 pub mod ledger;

@@ -52,6 +52,26 @@ pub fn stop_on_signals() -> Result<Arc<AtomicBool>, ServerError> {
 /// spent most of its time walking those buckets; 4096 gives the 256.
 const RING_DEPTH: usize = 4096;
 
+/// Descriptors beside the connections: listeners, rings, Redis links, the order store.
+const SPARE_DESCRIPTORS: u64 = 256;
+
+/// Sizes the descriptor table for every connection the shards may hold, so that it never
+/// grows (and stalls a shard for an RCU grace period, see [`seckill_core::fds`]) while
+/// a crowd is being accepted.
+fn reserve_descriptors(settings: &Settings) {
+    let wanted =
+        (settings.shards * settings.http.max_connections_per_shard) as u64 + SPARE_DESCRIPTORS;
+    match seckill_core::fds::reserve(wanted) {
+        Ok(r) if r.limit < wanted => tracing::warn!(
+            limit = r.limit,
+            wanted,
+            "the limit on open files (RLIMIT_NOFILE) is below the connections the shards may hold; past it, connections wait in the backlog"
+        ),
+        Ok(r) => tracing::debug!(descriptors = r.table, "descriptor table sized"),
+        Err(e) => tracing::warn!(error = %e, "cannot size the descriptor table; it will grow under load"),
+    }
+}
+
 /// Runs the node until `stop` is set; its shards count into `metrics`.
 pub fn run_until(
     settings: Settings,
@@ -65,6 +85,7 @@ pub fn run_until(
         redis = %crate::secrets::redact(&settings.redis_url),
         "starting"
     );
+    reserve_descriptors(&settings);
     let next_index = Arc::new(AtomicUsize::new(0));
     let placement = if settings.pin_shards {
         PoolPlacement::MaxSpread(shards, None)

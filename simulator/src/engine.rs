@@ -302,6 +302,7 @@ pub fn run_thread(arrivals: Vec<(usize, Arrival)>, ctx: Arc<Context>) -> Tally {
 /// Splits the plan over `threads` (arrival i to thread i mod threads), runs them, and
 /// merges what they saw.
 pub fn run(plan: Vec<Arrival>, threads: usize, ctx: Arc<Context>) -> Tally {
+    reserve_descriptors((threads * ctx.connections) as u64 + SPARE_DESCRIPTORS);
     let mut shares: Vec<Vec<(usize, Arrival)>> = vec![Vec::new(); threads];
     for (i, a) in plan.into_iter().enumerate() {
         shares[i % threads].push((i, a));
@@ -320,6 +321,24 @@ pub fn run(plan: Vec<Arrival>, threads: usize, ctx: Arc<Context>) -> Tally {
         }
     }
     all
+}
+
+/// Descriptors beside the connections: the runtimes, the timers, Redis, the stores.
+const SPARE_DESCRIPTORS: u64 = 256;
+
+/// Sizes the descriptor table for every connection the load threads may hold, before
+/// they open any: a table that grows while they connect stalls them all for an RCU grace
+/// period at each doubling (see [`seckill_core::fds`]), and that stall would count in
+/// the latencies measured.
+fn reserve_descriptors(wanted: u64) {
+    match seckill_core::fds::reserve(wanted) {
+        Ok(r) if r.limit < wanted => eprintln!(
+            "the limit on open files (ulimit -n) is {}, below the {wanted} connections and files planned: connections past it fail",
+            r.limit
+        ),
+        Ok(_) => {}
+        Err(e) => eprintln!("cannot size the descriptor table ({e}): it grows while connecting"),
+    }
 }
 
 /// How long to wait for stragglers after the plan ends.

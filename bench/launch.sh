@@ -95,10 +95,15 @@ PY
 if command -v perf >/dev/null && perf sched record -o "$work/probe.data" -- true >/dev/null 2>&1; then
   perf sched record -a -o "$work/sched.data" -- sleep 30 >/dev/null 2>&1 &
   recorder=$!
+  # Beside it, the kernel stack of every wait no signal interrupts (D state): a lock, a
+  # page, a grace period. A stall of a whole thread shows here, with where it waited.
+  perf record -e sched:sched_switch --filter 'prev_state == 2' -g -a -o "$work/dstate.data" \
+      -- sleep 30 >/dev/null 2>&1 &
+  dstates=$!
   sleep 0.5
   launch "$rate"
-  kill -INT "$recorder" 2>/dev/null || true
-  wait "$recorder" 2>/dev/null || true
+  kill -INT "$recorder" "$dstates" 2>/dev/null || true
+  wait "$recorder" "$dstates" 2>/dev/null || true
   python3 - "$work/report.json" <<'PY'
 import json, sys
 lat = json.load(open(sys.argv[1]))["purchase_latency"]
@@ -107,6 +112,15 @@ PY
   echo "the longest scheduling delays of that launch (perf sched latency, by process):"
   perf sched latency -i "$work/sched.data" --sort max 2>/dev/null |
     awk -F'|' '/seckill|redis-server|iou-wrk/ { gsub(/ +/, " "); printf "  %-24s runtime %-14s max delay %s\n", $1, $2, $5 }' | head -8
+  echo "the uninterruptible waits of that launch (D state), by thread and where in the kernel:"
+  perf script -i "$work/dstate.data" -F comm,ip,sym 2>/dev/null | awk '
+    # A sample is its thread name, then its stack a frame a line; the first three frames
+    # past those of the scheduler say where it waited.
+    function done() { if (who ~ /seckill|redis/) n[who " " at]++ }
+    /^[^\t]/ { done(); who = $1; at = ""; k = 0; next }
+    $2 !~ /^(__schedule|schedule|io_schedule|schedule_timeout|schedule_preempt_disabled)$/ && k < 3 {
+      at = at (k++ ? " < " : "") $2 }
+    END { done(); for (w in n) printf "  %6d  %s\n", n[w], w }' | sort -rn | head -8
 else
   echo "perf sched cannot record here: no scheduling delays"
 fi

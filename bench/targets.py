@@ -96,13 +96,13 @@ def main():
                         f"peak {peak or 0:.0f}/s; at 80%: p99 **{p99:.2f} ms**, p99.9 **{p999:.2f} ms**",
                         met,
                         "Three processes (simulator, node, Redis) and the order worker's thread share two "
-                        "cores: `perf sched` shows every one of them waiting up to 5-13 ms for a core, "
-                        "and no process stalls longer than that. Pinning the node alone on a core "
-                        "(`PIN=1`) crowds the simulator and Redis on the other and does worse (p99 "
-                        "15-38 ms). Even at 1,400/s the opening's second, when the units sell, has a "
-                        "p99 of 10-16 ms: each answer wakes a sleeping peer, which on this virtual "
-                        "machine costs tens of µs of a core (the node spends about 190 µs of CPU a "
-                        "request in the launch against 13 µs under wrk)."))
+                        "cores: `perf sched` shows every one of them waiting up to 5-13 ms for a core. "
+                        "The longer stalls (20-170 ms) were the descriptor table growing: each doubling "
+                        "waited for an RCU grace period in the shard's `accept` and the simulator's "
+                        "`socket` (`expand_files` among the D-state waits); both now size it at start, "
+                        "and what is left there is the order worker's fsync, off the request path. "
+                        "Pinning the node alone on a core (`PIN=1`) crowds the simulator and Redis on "
+                        "the other and does worse."))
     else:
         rows.append("| the launch at 80% | not in this run | missed | |")
 

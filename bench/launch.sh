@@ -6,7 +6,8 @@
 # With RATE `search`, the maximum sustainable rate is searched for first (doubling, then
 # halving the gap: a rate is sustained when it is answered in full, ≥ 97% of what was
 # offered, nothing unsent or unanswered, and purchase p99 under 100 ms), and the launch
-# is then measured at 80% of it.
+# is then measured at 80% of it. The measured launch runs LAUNCHES times (3), and the
+# target is judged on the medians of their p99 and p99.9.
 #
 #   bench/launch.sh [SHARDS] [RATE|search]
 #   PIN=1 bench/launch.sh 1 RATE   # the node alone on the last core; Redis, the simulator
@@ -76,16 +77,30 @@ t0=$(cpu_ticks)
 launch "$rate" --plot bench/launch.svg
 t1=$(cpu_ticks)
 cat "$work/summary.txt"
-python3 - "$work/report.json" "$t0" "$t1" "$(getconf CLK_TCK)" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-t0, t1, hz = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+cp "$work/report.json" "$work/report-1.json"
+# The same launch again (LAUNCHES in all, 3 unless set): its tail moves from run to run on
+# a shared machine, so the target is judged on the medians, as every other figure here.
+launches=${LAUNCHES:-3}
+for i in $(seq 2 "$launches"); do
+  launch "$rate"
+  cp "$work/report.json" "$work/report-$i.json"
+done
+python3 - "$t0" "$t1" "$(getconf CLK_TCK)" "$work"/report-*.json <<'PY'
+import json, statistics, sys
+t0, t1, hz = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+runs = [json.load(open(f)) for f in sys.argv[4:]]
+r = runs[0]
 n = r["requests_by_route"]["purchase"]
 print(f"redis CPU: {(t1 - t0) / hz:.2f} s over the run, {(t1 - t0) * 1e6 / hz / max(n, 1):.1f} µs per purchase request ({n} purchases, {r['requests']} requests in all)")
-lat = r["purchase_latency"]
-ok = lat["p99_ms"] <= 10 and lat["p999_ms"] <= 50 and not r["failures"]
-print(f"target (p99 ≤ 10 ms, p99.9 ≤ 50 ms, no violations): p99 {lat['p99_ms']:.2f} ms, "
-      f"p99.9 {lat['p999_ms']:.2f} ms, failures {len(r['failures'])}: {'met' if ok else 'missed'}")
+p99 = [x["purchase_latency"]["p99_ms"] for x in runs]
+p999 = [x["purchase_latency"]["p999_ms"] for x in runs]
+failures = sum(len(x["failures"]) for x in runs)
+print(f"{len(runs)} launches at this rate: purchase p99 " + " ".join(f"{v:.2f}" for v in p99)
+      + " ms, p99.9 " + " ".join(f"{v:.2f}" for v in p999) + " ms")
+m99, m999 = statistics.median(p99), statistics.median(p999)
+ok = m99 <= 10 and m999 <= 50 and not failures
+print(f"target (p99 ≤ 10 ms, p99.9 ≤ 50 ms, no violations; medians of the launches): p99 {m99:.2f} ms, "
+      f"p99.9 {m999:.2f} ms, failures {failures}: {'met' if ok else 'missed'}")
 PY
 
 # Off-CPU evidence: the same launch again while `perf sched` records every switch on the

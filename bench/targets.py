@@ -93,7 +93,7 @@ def main():
     if p99 is not None and p999 is not None:
         met = re.search(r"target \(.*: met$", launch or "", re.M) is not None
         rows.append(row("the launch at 80% of the maximum sustainable rate: p99 ≤ 10 ms, p99.9 ≤ 50 ms",
-                        f"peak {peak or 0:.0f}/s; at 80%: p99 **{p99:.2f} ms**, p99.9 **{p999:.2f} ms**",
+                        f"peak {peak or 0:.0f}/s; at 80%, medians of the launches: p99 **{p99:.2f} ms**, p99.9 **{p999:.2f} ms**",
                         met,
                         "Three processes (simulator, node, Redis) and the order worker's thread share two "
                         "cores: `perf sched` shows every one of them waiting up to 5-13 ms for a core. "

@@ -513,6 +513,11 @@ impl Node {
         Self::launch(redis, shards, "", true, Some((format, filter)))
     }
 
+    /// The node's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     /// What the node has logged so far (nodes started with `start_logging`).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("dataplane.log")).unwrap_or_default()

@@ -708,3 +708,47 @@ fn paid_orders_the_pool_cannot_serve_stay_pending_until_codes_come() {
     assert_eq!(r.orders_in_stores, r.orders_in_redis);
     let _ = common::ledger_holds(&redis, "short");
 }
+
+/// `XREADGROUP` calls Redis has answered so far.
+fn stream_reads(redis: &Redis) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut redis.admin())
+        .expect("INFO commandstats");
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_xreadgroup:calls="))
+        .and_then(|v| v.split(',').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_quiet_campaign_is_read_a_few_times_a_second_and_its_late_payment_still_delivered() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 1);
+    open_sale(&redis, &node, spec("quiet", 10, 8, 1));
+    let c = node.client();
+    let token = c.token("late-payer");
+    let (code, held) = c.purchase("quiet", &token, None);
+    assert_eq!(code, 200, "{held}");
+    let id = held["order_id"].as_str().expect("order id").to_string();
+
+    // Nothing comes for a while: the worker reads the 8 streams a few times a second each,
+    // not at every pass (about 200 a second each).
+    std::thread::sleep(Duration::from_millis(2500));
+    let before = stream_reads(&redis);
+    std::thread::sleep(Duration::from_secs(2));
+    let reads = stream_reads(&redis) - before;
+    eprintln!("{reads} stream reads in 2 s");
+    assert!(reads <= 8 * 15 * 2, "{reads} stream reads in 2 s");
+
+    // A payment on a quiet stream is read and delivered all the same.
+    assert_eq!(c.pay(&id, &token).0, 200);
+    wait_for("delivery", Duration::from_secs(5), || {
+        order(&c, &id, &token)["status"] == "delivered"
+    });
+    let r = reconciled(&redis, "quiet", &[node.db()]);
+    assert!(r.holds(), "{r}");
+    assert_eq!(r.orders_in_stores, r.orders_in_redis);
+    assert_eq!((r.ledger.sold, r.ledger.remaining), (1, 9));
+}

@@ -64,9 +64,19 @@ pub struct WorkerStats {
     recent_pay_to_delivered_ms: Histogram<u64>,
 }
 
+/// A stream that has brought nothing for this long is quiet: a campaign long sold out or
+/// ended, whose late payments are all it may still bring.
+const QUIET_AFTER: Duration = Duration::from_secs(2);
+/// A quiet stream is read this often, not at every pass: a worker keeps on reading every
+/// campaign it ever saw, and read every 5 ms each would cost Redis more with every one.
+const QUIET_READ_EVERY: Duration = Duration::from_millis(200);
+
 struct Stream {
     key: String,
     last_claim: Option<Instant>,
+    /// When a read last brought entries (or the stream was found).
+    last_entries: Instant,
+    last_read: Option<Instant>,
     /// Where the next `XAUTOCLAIM` goes on: orders held back undelivered stay pending,
     /// and a scan that always began at the start would never reach past them.
     claim_from: String,
@@ -141,6 +151,8 @@ impl Worker {
                     self.streams.push(Stream {
                         key,
                         last_claim: None,
+                        last_entries: Instant::now(),
+                        last_read: None,
                         claim_from: "0-0".into(),
                     });
                 }
@@ -159,6 +171,7 @@ impl Worker {
             .group(keys::WORKER_GROUP, &self.opts.name)
             .count(self.opts.batch);
         let mut reads = redis::pipe();
+        let mut read = Vec::new();
         for (i, s) in self.streams.iter_mut().enumerate() {
             if s.last_claim
                 .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
@@ -177,12 +190,20 @@ impl Worker {
                 s.claim_from = claimed.next_stream_id;
                 entries.extend(claimed.claimed.into_iter().map(|e| (i, e)));
             }
-            reads.xread_options(&[&s.key], &[">"], &opts);
+            let quiet = s.last_entries.elapsed() >= QUIET_AFTER;
+            if !quiet || s.last_read.is_none_or(|t| t.elapsed() >= QUIET_READ_EVERY) {
+                s.last_read = Some(Instant::now());
+                reads.xread_options(&[&s.key], &[">"], &opts);
+                read.push(i);
+            }
         }
-        if !self.streams.is_empty() {
+        if !read.is_empty() {
             let replies: Vec<Option<StreamReadReply>> = self.con.pipeline(&reads)?;
-            for (i, read) in replies.into_iter().enumerate() {
-                for k in read.map(|r| r.keys).unwrap_or_default() {
+            for (i, reply) in read.into_iter().zip(replies) {
+                for k in reply.map(|r| r.keys).unwrap_or_default() {
+                    if !k.ids.is_empty() {
+                        self.streams[i].last_entries = Instant::now();
+                    }
                     entries.extend(k.ids.into_iter().map(|e| (i, e)));
                 }
             }

@@ -11,6 +11,10 @@
 
 use std::io;
 
+/// Descriptors a process holds beside its connections (listeners, rings, runtimes, timers,
+/// Redis links, stores, logs): what a caller adds to its connections when it reserves.
+pub const SPARE: u64 = 256;
+
 /// What [`reserve`] left in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reserved {

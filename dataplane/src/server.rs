@@ -52,15 +52,12 @@ pub fn stop_on_signals() -> Result<Arc<AtomicBool>, ServerError> {
 /// spent most of its time walking those buckets; 4096 gives the 256.
 const RING_DEPTH: usize = 4096;
 
-/// Descriptors beside the connections: listeners, rings, Redis links, the order store.
-const SPARE_DESCRIPTORS: u64 = 256;
-
 /// Sizes the descriptor table for every connection the shards may hold, so that it never
 /// grows (and stalls a shard for an RCU grace period, see [`seckill_core::fds`]) while
 /// a crowd is being accepted.
 fn reserve_descriptors(settings: &Settings) {
-    let wanted =
-        (settings.shards * settings.http.max_connections_per_shard) as u64 + SPARE_DESCRIPTORS;
+    let wanted = (settings.shards * settings.http.max_connections_per_shard) as u64
+        + seckill_core::fds::SPARE;
     match seckill_core::fds::reserve(wanted) {
         Ok(r) if r.limit < wanted => tracing::warn!(
             limit = r.limit,

@@ -302,7 +302,7 @@ pub fn run_thread(arrivals: Vec<(usize, Arrival)>, ctx: Arc<Context>) -> Tally {
 /// Splits the plan over `threads` (arrival i to thread i mod threads), runs them, and
 /// merges what they saw.
 pub fn run(plan: Vec<Arrival>, threads: usize, ctx: Arc<Context>) -> Tally {
-    reserve_descriptors((threads * ctx.connections) as u64 + SPARE_DESCRIPTORS);
+    reserve_descriptors((threads * ctx.connections) as u64 + seckill_core::fds::SPARE);
     let mut shares: Vec<Vec<(usize, Arrival)>> = vec![Vec::new(); threads];
     for (i, a) in plan.into_iter().enumerate() {
         shares[i % threads].push((i, a));
@@ -322,9 +322,6 @@ pub fn run(plan: Vec<Arrival>, threads: usize, ctx: Arc<Context>) -> Tally {
     }
     all
 }
-
-/// Descriptors beside the connections: the runtimes, the timers, Redis, the stores.
-const SPARE_DESCRIPTORS: u64 = 256;
 
 /// Sizes the descriptor table for every connection the load threads may hold, before
 /// they open any: a table that grows while they connect stalls them all for an RCU grace

@@ -32,6 +32,19 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (stream, entry_id)
     );
     CREATE INDEX events_by_order ON events (order_id, kind);",
+    // 2: one stream entry may carry several orders (a purchase call's holds), so an
+    // event is recorded once per entry and order.
+    "CREATE TABLE events_v2 (
+        stream    TEXT NOT NULL,
+        entry_id  TEXT NOT NULL,
+        order_id  TEXT NOT NULL,
+        kind      TEXT NOT NULL,
+        PRIMARY KEY (stream, entry_id, order_id)
+    );
+    INSERT INTO events_v2 SELECT stream, entry_id, order_id, kind FROM events;
+    DROP TABLE events;
+    ALTER TABLE events_v2 RENAME TO events;
+    CREATE INDEX events_by_order ON events (order_id, kind);",
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -64,7 +77,7 @@ impl OrderDb {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        migrate(&mut conn)?;
+        migrate(&mut conn, MIGRATIONS)?;
         Ok(OrderDb { conn })
     }
 
@@ -159,7 +172,8 @@ impl OrderDb {
     }
 }
 
-fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+/// Brings the schema up to `migrations.len()`, each step once.
+fn migrate(conn: &mut Connection, migrations: &[&str]) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")?;
     let current: Option<i64> = tx
@@ -169,7 +183,7 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
         tx.execute("INSERT INTO schema_version (version) VALUES (0)", [])?;
     }
     let current = current.unwrap_or(0);
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+    for (i, sql) in migrations.iter().enumerate().skip(current as usize) {
         tx.execute_batch(sql)?;
         tx.execute("UPDATE schema_version SET version = ?1", [i as i64 + 1])?;
     }
@@ -182,11 +196,15 @@ mod tests {
     use crate::Kind;
 
     fn event(entry: &str, kind: Kind) -> Event {
+        order_event(entry, "c.0.1", kind)
+    }
+
+    fn order_event(entry: &str, order: &str, kind: Kind) -> Event {
         Event {
             stream: "s".into(),
             entry_id: entry.into(),
             kind,
-            order_id: "c.0.1".into(),
+            order_id: order.into(),
             campaign: "c".into(),
             partition: 0,
             user: "alice".into(),
@@ -228,5 +246,51 @@ mod tests {
         assert_eq!(o.len(), 1);
         assert_eq!(o[0].status, "delivered");
         assert_eq!(o[0].license_key.as_deref(), Some("KEY"));
+    }
+
+    #[test]
+    fn every_order_of_one_entry_is_stored_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut db = OrderDb::open(&dir.path().join("w.sqlite")).expect("open");
+        let held = [
+            order_event("1-0", "c.0.1", Kind::Held),
+            order_event("1-0", "c.0.2", Kind::Held),
+        ];
+        db.apply(&held).expect("apply");
+        db.apply(&held).expect("replay");
+        let o = db.orders("c").expect("orders");
+        let ids: Vec<_> = o.iter().map(|o| o.order_id.as_str()).collect();
+        assert_eq!(ids, ["c.0.1", "c.0.2"]);
+        let recorded: i64 = db
+            .conn
+            .query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(recorded, 2);
+    }
+
+    #[test]
+    fn a_store_of_the_first_schema_keeps_its_orders_and_events_when_migrated() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("w.sqlite");
+        {
+            let mut conn = Connection::open(&p).expect("open");
+            migrate(&mut conn, &MIGRATIONS[..1]).expect("schema 1");
+            let mut db = OrderDb { conn };
+            assert_eq!(db.version().expect("v"), 1);
+            db.apply(&[event("1-0", Kind::Held), event("2-0", Kind::Paid)])
+                .expect("apply");
+        }
+        let mut db = OrderDb::open(&p).expect("migrate");
+        assert_eq!(db.version().expect("v"), SCHEMA_VERSION);
+        // The entry seen before the migration is still seen: its replay moves nothing.
+        db.apply(&[order_event("1-0", "c.0.1", Kind::Held)])
+            .expect("replay");
+        let o = db.orders("c").expect("orders");
+        assert_eq!((o.len(), o[0].status.as_str()), (1, "paid"));
+        let recorded: i64 = db
+            .conn
+            .query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(recorded, 2);
     }
 }

@@ -56,27 +56,126 @@ pub struct Event {
 }
 
 impl Event {
-    /// Reads a stream entry; `None` for one that is not an order event.
-    pub fn from_entry(stream: &str, entry: &StreamId) -> Option<Event> {
+    /// Reads a stream entry: the orders a purchase call held (one line each in `orders`),
+    /// or one order's event. `None` for an entry that is not an order event.
+    pub fn from_entry(stream: &str, entry: &StreamId) -> Option<Vec<Event>> {
         let s = |k: &str| entry.get::<String>(k);
         let n = |k: &str| entry.get::<i64>(k);
-        let order_id = s("order_id")?;
-        let oid = OrderId::parse(&order_id)?;
-        let (campaign, partition) = (oid.campaign.to_string(), oid.partition);
-        Some(Event {
-            stream: stream.to_string(),
-            entry_id: entry.id.clone(),
-            kind: Kind::parse(&s("type")?)?,
-            user: s("user")?,
-            quantity: n("qty")?,
-            pay_by_ms: n("pay_by_ms").unwrap_or(0),
-            paid_ms: n("paid_ms"),
-            expired_ms: n("expired_ms"),
-            delivered_ms: n("delivered_ms"),
-            license_key: s("license_key"),
-            campaign,
-            partition,
-            order_id,
-        })
+        let kind = Kind::parse(&s("type")?)?;
+        let event = |order_id: String, user: String, quantity: i64, pay_by_ms: i64| {
+            let oid = OrderId::parse(&order_id)?;
+            Some(Event {
+                stream: stream.to_string(),
+                entry_id: entry.id.clone(),
+                kind,
+                campaign: oid.campaign.to_string(),
+                partition: oid.partition,
+                order_id,
+                user,
+                quantity,
+                pay_by_ms,
+                paid_ms: n("paid_ms"),
+                expired_ms: n("expired_ms"),
+                delivered_ms: n("delivered_ms"),
+                license_key: s("license_key"),
+            })
+        };
+        match s("orders") {
+            Some(lines) if kind == Kind::Held => lines
+                .split('\n')
+                .map(|line| {
+                    let mut f = line.split(' ');
+                    let (oid, user, qty, pay_by) = (f.next()?, f.next()?, f.next()?, f.next()?);
+                    if f.next().is_some() {
+                        return None;
+                    }
+                    event(
+                        oid.into(),
+                        user.into(),
+                        qty.parse().ok()?,
+                        pay_by.parse().ok()?,
+                    )
+                })
+                .collect(),
+            _ => Some(vec![event(
+                s("order_id")?,
+                s("user")?,
+                n("qty")?,
+                n("pay_by_ms").unwrap_or(0),
+            )?]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::Value;
+
+    fn entry(fields: &[(&str, &str)]) -> StreamId {
+        StreamId {
+            id: "7-0".into(),
+            map: fields
+                .iter()
+                .map(|(k, v)| (k.to_string(), Value::BulkString(v.as_bytes().to_vec())))
+                .collect(),
+            ..StreamId::default()
+        }
+    }
+
+    #[test]
+    fn a_purchase_calls_orders_come_from_one_entry_in_order() {
+        let e = entry(&[
+            ("type", "held"),
+            ("orders", "c.2.7 alice 1 1000\nc.2.8 bob@x 3 1001"),
+        ]);
+        let events = Event::from_entry("s", &e).expect("readable");
+        let got: Vec<_> = events
+            .iter()
+            .map(|e| {
+                (
+                    e.order_id.as_str(),
+                    e.user.as_str(),
+                    e.quantity,
+                    e.pay_by_ms,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [("c.2.7", "alice", 1, 1000), ("c.2.8", "bob@x", 3, 1001)]
+        );
+        assert!(events.iter().all(|e| e.kind == Kind::Held
+            && e.entry_id == "7-0"
+            && e.campaign == "c"
+            && e.partition == 2));
+    }
+
+    #[test]
+    fn one_orders_event_reads_as_before() {
+        let e = entry(&[
+            ("type", "paid"),
+            ("order_id", "c.0.1"),
+            ("user", "alice"),
+            ("qty", "1"),
+            ("pay_by_ms", "10"),
+            ("paid_ms", "5"),
+        ]);
+        let events = Event::from_entry("s", &e).expect("readable");
+        assert_eq!(events.len(), 1);
+        assert_eq!((events[0].kind, events[0].paid_ms), (Kind::Paid, Some(5)));
+    }
+
+    #[test]
+    fn an_entry_with_a_bad_line_is_unreadable_as_a_whole() {
+        for orders in [
+            "c.0.1 alice 1",
+            "c.0.1 alice x 10",
+            "c.0.1 alice 1 10 extra",
+            "nope alice 1 10",
+        ] {
+            let e = entry(&[("type", "held"), ("orders", orders)]);
+            assert_eq!(Event::from_entry("s", &e), None, "{orders}");
+        }
     }
 }

@@ -221,12 +221,12 @@ impl Worker {
         let (at, events): (Vec<usize>, Vec<Event>) = entries
             .iter()
             .enumerate()
-            .filter_map(|(n, (i, e))| {
-                let ev = Event::from_entry(&self.streams[*i].key, e);
-                if ev.is_none() {
+            .flat_map(|(n, (i, e))| {
+                let evs = Event::from_entry(&self.streams[*i].key, e);
+                if evs.is_none() {
                     tracing::error!(stream = %self.streams[*i].key, id = %e.id, "unreadable order event; acknowledging it");
                 }
-                Some((n, ev?))
+                evs.unwrap_or_default().into_iter().map(move |ev| (n, ev))
             })
             .unzip();
         self.db.apply(&events)?;

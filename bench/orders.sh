@@ -58,7 +58,7 @@ end=$(date +%s.%N)
 kill -INT $worker; wait $worker 2>/dev/null || true
 secs=$(echo "$end - $start" | bc -l)
 total=$(rcli -p "$rport" eval "local n=0 for i=0,7 do n=n+redis.call('XLEN','sk:{backlog.'..i..'}:events') end return n" 0)
-printf 'drained %s events (%s orders held, paid and delivered; %s delivered events) in %.2f s: %.0f orders/s, %.0f events/s\n' \
+printf 'drained %s stream entries (%s orders held, paid and delivered; %s delivered events) in %.2f s: %.0f orders/s, %.0f entries/s\n' \
   "$total" "$orders" "$((total - events))" "$secs" "$(echo "$orders / $secs" | bc -l)" "$(echo "$total / $secs" | bc -l)"
 kill -INT $server; wait $server 2>/dev/null || true
 

@@ -111,6 +111,25 @@ fn purchases_waiting_for_one_partition_share_a_call_and_each_gets_its_own_answer
     assert!(l.holds(), "{l}");
     assert_eq!((l.remaining, l.in_transit, l.held), (0, 0, STOCK as i64));
     assert_eq!((l.orders, l.buyers), (STOCK as usize, STOCK as usize));
+
+    // A call's orders reach the worker as one event, and the store keeps each of them,
+    // with the shopper who was answered it.
+    let r = common::reconciled(&redis, "lane", &[node.db()]);
+    eprintln!("{r}");
+    assert!(r.holds() && r.drained() && r.missing.is_empty(), "{r}");
+    assert_eq!(r.orders_in_stores.get("held"), Some(&STOCK));
+    let stored: HashMap<String, String> =
+        seckill_dataplane::orders::OrderDb::open_existing(&node.db())
+            .and_then(|db| db.orders("lane"))
+            .expect("the store")
+            .into_iter()
+            .map(|o| (o.order_id, o.user_id))
+            .collect();
+    for (i, a) in &by_shopper {
+        if let (200, Some(o)) = &a[0] {
+            assert_eq!(stored.get(o), Some(&format!("lane-{i}")), "order {o}");
+        }
+    }
 }
 
 /// A partition armed by a release of another key layout sells nothing: its purchases

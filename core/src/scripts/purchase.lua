@@ -13,6 +13,8 @@
 --   'ticket_expired'                   the pass ran out by this partition's clock
 --   'pass_required'                    the campaign sells through a waiting room
 --   'layout', found, ''                the partition was armed with another key layout
+-- The call's orders go to the worker as one `held` event: `orders`, a line
+-- `<order_id> <user> <qty> <pay_by_ms>` an order (ids and users have no spaces).
 -- `once` holds `i:<user>:<key>` (an Idempotency-Key's first answer) and `t:<ticket>`
 -- (a ticket's use), each → order id: written only with an order, so bounded by them.
 local part, buyers, holds, events, once, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -132,12 +134,12 @@ if #orders > 0 then
   redis.call('ZADD', holds, unpack(new_holds))
   if #new_once > 0 then redis.call('HSET', once, unpack(new_once)) end
   if #passes > 0 then redis.call('RPUSH', log, unpack(passes)) end
-  local created = string.format('%d', now)
-  for _, o in ipairs(orders) do
+  local created, lines = string.format('%d', now), {}
+  for j, o in ipairs(orders) do
     redis.call('HSET', oprefix .. o[1], 'user', o[2], 'qty', o[3], 'status', 'held',
       'pay_by_ms', o[4], 'created_ms', created)
-    redis.call('XADD', events, '*', 'type', 'held', 'order_id', o[1], 'user', o[2],
-      'qty', o[3], 'pay_by_ms', o[4])
+    lines[j] = o[1] .. ' ' .. o[2] .. ' ' .. o[3] .. ' ' .. o[4]
   end
+  redis.call('XADD', events, '*', 'type', 'held', 'orders', table.concat(lines, '\n'))
 end
 return out

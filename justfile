@@ -213,6 +213,10 @@ bench-queue ROUNDS="3" SECONDS="5":
 bench-script ROUNDS="3" PURCHASES="40000":
     bench/script-cost.sh {{ROUNDS}} {{PURCHASES}}
 
+# Redis instructions per order (callgrind): repeatable where CPU time on a shared machine is not.
+bench-script-instructions ORDERS="4096":
+    bench/script-instructions.sh {{ORDERS}}
+
 # Micro-benchmarks (Criterion) of the hot pieces: guard buckets, tokens, routing, the purchase call.
 bench-micro:
     cargo bench -p seckill-dataplane --bench hot

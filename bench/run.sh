@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3} secs=${2:-5}
-for tool in wrk nginx redis-benchmark bc perf; do
-  command -v "$tool" >/dev/null || { echo "$tool is missing: apt-get install wrk nginx-light redis-tools bc linux-perf" >&2; exit 1; }
+for tool in wrk nginx redis-benchmark bc perf valgrind; do
+  command -v "$tool" >/dev/null || { echo "$tool is missing: apt-get install wrk nginx-light redis-tools bc linux-perf valgrind" >&2; exit 1; }
 done
 cargo build --release -q
 out=bench/results.md
@@ -32,6 +32,7 @@ run() {
 run bench/http-ceiling.sh 1 "$rounds" "$secs"
 run bench/http-ceiling.sh 2 "$rounds" "$secs"
 run bench/script-cost.sh "$rounds" 40000
+run bench/script-instructions.sh 4096
 run bench/redis-ceiling.sh "$rounds" "$secs" 1
 run bench/sim-vs-wrk.sh "$rounds" "$secs" 64
 run bench/metrics-cost.sh "$rounds" "$secs"

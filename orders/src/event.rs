@@ -56,12 +56,16 @@ pub struct Event {
 }
 
 impl Event {
-    /// Reads a stream entry: the orders a purchase call held (one line each in `orders`),
-    /// or one order's event. `None` for an entry that is not an order event.
-    pub fn from_entry(stream: &str, entry: &StreamId) -> Option<Vec<Event>> {
+    /// Reads a stream entry: the orders a purchase call held (a line each in `orders`), or
+    /// one order's event. One item an order the entry names, `None` for one it cannot
+    /// read (an entry that is no order event at all reads as one `None`): a bad line costs
+    /// its own order, not the call's others.
+    pub fn from_entry(stream: &str, entry: &StreamId) -> Vec<Option<Event>> {
         let s = |k: &str| entry.get::<String>(k);
         let n = |k: &str| entry.get::<i64>(k);
-        let kind = Kind::parse(&s("type")?)?;
+        let Some(kind) = s("type").as_deref().and_then(Kind::parse) else {
+            return vec![None];
+        };
         let event = |order_id: String, user: String, quantity: i64, pay_by_ms: i64| {
             let oid = OrderId::parse(&order_id)?;
             Some(Event {
@@ -97,12 +101,10 @@ impl Event {
                     )
                 })
                 .collect(),
-            _ => Some(vec![event(
-                s("order_id")?,
-                s("user")?,
-                n("qty")?,
-                n("pay_by_ms").unwrap_or(0),
-            )?]),
+            _ => vec![s("order_id")
+                .zip(s("user"))
+                .zip(n("qty"))
+                .and_then(|((oid, user), qty)| event(oid, user, qty, n("pay_by_ms").unwrap_or(0)))],
         }
     }
 }
@@ -129,7 +131,7 @@ mod tests {
             ("type", "held"),
             ("orders", "c.2.7 alice 1 1000\nc.2.8 bob@x 3 1001"),
         ]);
-        let events = Event::from_entry("s", &e).expect("readable");
+        let events: Vec<Event> = Event::from_entry("s", &e).into_iter().flatten().collect();
         let got: Vec<_> = events
             .iter()
             .map(|e| {
@@ -161,21 +163,32 @@ mod tests {
             ("pay_by_ms", "10"),
             ("paid_ms", "5"),
         ]);
-        let events = Event::from_entry("s", &e).expect("readable");
+        let events = Event::from_entry("s", &e);
         assert_eq!(events.len(), 1);
-        assert_eq!((events[0].kind, events[0].paid_ms), (Kind::Paid, Some(5)));
+        let paid = events[0].as_ref().expect("readable");
+        assert_eq!((paid.kind, paid.paid_ms), (Kind::Paid, Some(5)));
     }
 
     #[test]
-    fn an_entry_with_a_bad_line_is_unreadable_as_a_whole() {
-        for orders in [
+    fn a_bad_line_is_set_aside_and_the_calls_other_orders_kept() {
+        for bad in [
             "c.0.1 alice 1",
             "c.0.1 alice x 10",
             "c.0.1 alice 1 10 extra",
             "nope alice 1 10",
         ] {
-            let e = entry(&[("type", "held"), ("orders", orders)]);
-            assert_eq!(Event::from_entry("s", &e), None, "{orders}");
+            let e = entry(&[
+                ("type", "held"),
+                ("orders", &format!("c.0.2 bob 1 10\n{bad}\nc.0.3 eve 1 10")),
+            ]);
+            let read: Vec<_> = Event::from_entry("s", &e)
+                .into_iter()
+                .map(|e| e.map(|e| e.order_id))
+                .collect();
+            let want = [Some("c.0.2".to_string()), None, Some("c.0.3".to_string())];
+            assert_eq!(read, want, "{bad}");
         }
+        let not_an_order = entry(&[("type", "refund"), ("order_id", "c.0.1")]);
+        assert_eq!(Event::from_entry("s", &not_an_order), [None]);
     }
 }

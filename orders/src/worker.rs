@@ -222,11 +222,13 @@ impl Worker {
             .iter()
             .enumerate()
             .flat_map(|(n, (i, e))| {
-                let evs = Event::from_entry(&self.streams[*i].key, e);
-                if evs.is_none() {
-                    tracing::error!(stream = %self.streams[*i].key, id = %e.id, "unreadable order event; acknowledging it");
-                }
-                evs.unwrap_or_default().into_iter().map(move |ev| (n, ev))
+                let key = &self.streams[*i].key;
+                Event::from_entry(key, e).into_iter().filter_map(move |ev| {
+                    if ev.is_none() {
+                        tracing::error!(stream = %key, id = %e.id, "unreadable order event; acknowledging it");
+                    }
+                    Some((n, ev?))
+                })
             })
             .unzip();
         self.db.apply(&events)?;
@@ -254,8 +256,8 @@ impl Worker {
             }
             let _: () = self.con.pipeline(&pipe)?;
         }
-        // An entry kept pending counts once, when it is finally acknowledged.
-        let done = (entries.len() - keep.len()) as u64;
+        // An order's event kept pending counts once, when it is finally acknowledged.
+        let done = at.iter().filter(|n| !keep.contains(n)).count() as u64;
         self.stats.events += done;
         if let Some(m) = &self.opts.metrics {
             m.events.fetch_add(done, Ordering::Relaxed);

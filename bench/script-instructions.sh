@@ -34,7 +34,7 @@ count() {
   redis-benchmark -p "$p" -P 16 -c 4 -n "$calls" -r 1000000000 -q \
       EVALSHA "$sha" "$nkeys" "$@" >/dev/null 2>&1
   local made
-  made=$(redis-cli -p "$p" HGET "sk:{ci.0}:part" seq)
+  made=$(redis-cli -p "$p" HGET "sk:{ci.0}:part" seq || echo 0)
   redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true
   wait "$vg" || true
   echo "$(awk '/^summary:/ {print $2; exit}' "$out") $made"
@@ -59,6 +59,10 @@ for n in 1 4 16; do
   args=(); for _ in $(seq "$n"); do args+=(u__rand_int__ 1 k "" ""); done
   read -r _ ir[v2x$n] <<<"$(per_order "v2x$n" "$n" core/src/scripts/purchase.lua "${v2_keys[@]}" \
       ci 0 "$t:order:" "${args[@]}")"
+done
+# A failure inside $(...) does not stop the script: a count that is not a number does.
+for k in "${!ir[@]}"; do
+  [[ ${ir[$k]} =~ ^[0-9]+$ ]] || { echo "$k: no instruction count" >&2; exit 1; }
 done
 printf 'Redis instructions per successful purchase (callgrind), redis-benchmark -P 16, %s and %s orders a script\n' "$orders" "$((2 * orders))"
 printf '  %-44s %14s %8s\n' "script" "instructions" "× v1"

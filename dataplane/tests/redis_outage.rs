@@ -129,9 +129,12 @@ fn a_redis_that_stops_answering_is_dropped_and_late_commands_are_not_sent() {
         assert_eq!(c.purchase("hang", t, None).0, 200);
     }
     signal(&redis, "STOP");
-    // Requests written before the node dropped the hung connection wait for it; once it
-    // is dropped, requests fail at once and are never written.
+    // Requests written before the node dropped the hung connection wait for it (the
+    // 200 ms command timeout); once it is dropped, requests fail at once and are never
+    // written. "At once" is judged at a quarter of the timeout: a debug build on a busy
+    // machine may take a few milliseconds to refuse, never the timeout.
     let mut waited = 0;
+    let mut took = Vec::new();
     for t in &tokens[5..25] {
         let start = Instant::now();
         let (code, body) = c.purchase("hang", t, None);
@@ -140,7 +143,8 @@ fn a_redis_that_stops_answering_is_dropped_and_late_commands_are_not_sent() {
             (503, Some("unavailable")),
             "{body}"
         );
-        if start.elapsed() > Duration::from_millis(2) {
+        took.push(start.elapsed().as_millis());
+        if start.elapsed() > Duration::from_millis(50) {
             waited += 1;
         }
     }
@@ -148,7 +152,7 @@ fn a_redis_that_stops_answering_is_dropped_and_late_commands_are_not_sent() {
     eprintln!("{waited} of 20 purchases waited on the hung connection; the rest failed at once");
     assert!(
         waited <= 5,
-        "the hung connection was not dropped: {waited} waited"
+        "the hung connection was not dropped: {waited} waited (ms: {took:?})"
     );
     let back = Instant::now();
     let mut acknowledged = 5;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End to end: the simulator's launch scenario against a fresh node (its worker and order
 # store included), with the Redis CPU it cost per purchase request; the report, and its
-# plot to bench/launch.svg.
+# plot to bench/launch.svg (bench/launch-pinned.svg with PIN).
 #
 # With RATE `search`, the maximum sustainable rate is searched for first (doubling, then
 # halving the gap: a rate is sustained when it is answered in full, ≥ 97% of what was
@@ -72,10 +72,10 @@ if [ "$rate" = search ]; then
   echo "maximum sustained: peak rate $good/s (not at $bad/s); the launch runs at 80% of it: $rate/s"
 fi
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$redis_pid/stat"; }
-t0=$(cpu_ticks)
-launch "$rate" --plot bench/launch.svg
-t1=$(cpu_ticks)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+t0=$(cpu_ticks "$redis_pid") n0=$(cpu_ticks "$node")
+launch "$rate" --plot "bench/launch${PIN:+-pinned}.svg"
+t1=$(cpu_ticks "$redis_pid") n1=$(cpu_ticks "$node")
 cat "$work/summary.txt"
 cp "$work/report.json" "$work/report-1.json"
 # The same launch again (LAUNCHES in all, 3 unless set): its tail moves from run to run on
@@ -85,13 +85,14 @@ for i in $(seq 2 "$launches"); do
   launch "$rate"
   cp "$work/report.json" "$work/report-$i.json"
 done
-python3 - "$t0" "$t1" "$(getconf CLK_TCK)" "$work"/report-*.json <<'PY'
+python3 - "$t0" "$t1" "$(getconf CLK_TCK)" "$n0" "$n1" "$work"/report-*.json <<'PY'
 import json, statistics, sys
-t0, t1, hz = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-runs = [json.load(open(f)) for f in sys.argv[4:]]
+t0, t1, hz, n0, n1 = (int(a) for a in sys.argv[1:6])
+runs = [json.load(open(f)) for f in sys.argv[6:]]
 r = runs[0]
 n = r["requests_by_route"]["purchase"]
 print(f"redis CPU: {(t1 - t0) / hz:.2f} s over the run, {(t1 - t0) * 1e6 / hz / max(n, 1):.1f} µs per purchase request ({n} purchases, {r['requests']} requests in all)")
+print(f"node CPU: {(n1 - n0) / hz:.2f} s over the run, {(n1 - n0) * 1e6 / hz / max(r['requests'], 1):.1f} µs a request (its shards and its order worker)")
 p99 = [x["purchase_latency"]["p99_ms"] for x in runs]
 p999 = [x["purchase_latency"]["p999_ms"] for x in runs]
 failures = sum(len(x["failures"]) for x in runs)

@@ -37,12 +37,14 @@ run bench/redis-ceiling.sh "$rounds" "$secs" 1
 run bench/sim-vs-wrk.sh "$rounds" "$secs" 64
 run bench/metrics-cost.sh "$rounds" "$secs"
 run bench/launch.sh 1 search
+# The run that separates the node from its load: the node alone on one core.
+run env PIN=1 bench/launch.sh 1 search
 run bench/scaling.sh 10 8000
 run bench/growth.sh "$rounds" 2 1000000
 run bench/queue.sh "$rounds" "$secs"
 run bench/profile.sh 10 20
 run bench/micro.sh
-echo "The launch plot: [launch.svg](launch.svg)." >> "$out.new"
+echo "The launch plots: [launch.svg](launch.svg), and pinned [launch-pinned.svg](launch-pinned.svg)." >> "$out.new"
 # The targets' table first, read off what the runs printed.
 {
   cat "$out.head"

@@ -14,7 +14,7 @@
 //!   cargo run --release -p seckill-dataplane --example http_floor -- 127.0.0.1:8099 raw
 
 use bytes::Bytes;
-use futures::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt};
+use futures::io::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{Preallocated, TcpListener, TcpStream};
 use glommio::{LocalExecutorPoolBuilder, PoolPlacement};
 use http_body_util::Full;
@@ -82,7 +82,7 @@ fn main() {
 }
 
 /// Answers each request of the connection with the fixed answer, until the client leaves.
-/// Reads through the socket's own buffer, as the node does.
+/// Reads through the socket's own buffer, as the node's HTTP layer does.
 async fn raw(stream: TcpStream) {
     let mut stream = stream.buffered_with(Preallocated::new(2048));
     let response = [
@@ -106,15 +106,10 @@ async fn raw(stream: TcpStream) {
         if filled == buf.len() {
             return;
         }
-        let n = match stream.fill_buf().await {
-            Ok([]) | Err(_) => return,
-            Ok(arrived) => {
-                let n = arrived.len().min(buf.len() - filled);
-                buf[filled..filled + n].copy_from_slice(&arrived[..n]);
-                n
-            }
+        let n = match stream.read(&mut buf[filled..]).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
         };
-        std::pin::Pin::new(&mut stream).consume(n);
         filled += n;
     }
 }

@@ -4,7 +4,9 @@
 # alternating, several rounds; prints the medians and the ratios. With one shard, the
 # floors of the stack are measured too (dataplane/examples/http_floor.rs): a glommio
 # executor placed as a shard that answers a fixed body without an HTTP library, and
-# the same with hyper; what they reach bounds what any route can.
+# the same with hyper; what they reach bounds what any route can. Beside each rate, the
+# server's CPU a request (user and system, its threads and child processes, from /proc):
+# on a machine shared with wrk, cost per request moves less from round to round than rate.
 #
 #   bench/http-ceiling.sh [SHARDS] [ROUNDS] [SECONDS]
 #   SERVE_ARGS="--no-pin" bench/http-ceiling.sh 2    # extra flags for the data plane
@@ -21,11 +23,13 @@ cargo build --release -q -p seckill-dataplane
 . bench/lib.sh
 start_redis
 start_nginx "$shards"
+nginx_pid=${pids[-1]}
 dport=$(port)
 $bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" \
     --redis "$node_redis" --redis-password-file "$node_password_file" \
     --shards "$shards" --demo-issuer --secret-file "$work/secret" ${SERVE_ARGS:-} 2>"$work/dataplane.log" &
 pids+=($!)
+declare -A server=([$dport]=$!)
 wait_http "http://127.0.0.1:$dport"
 sold_out_campaign
 upcoming_campaign
@@ -37,6 +41,7 @@ if [ "$shards" = 1 ]; then
     fport=$(port)
     $bin/examples/http_floor "127.0.0.1:$fport" "$mode" 2>"$work/floor-$mode.log" &
     pids+=($!)
+    server[$fport]=$!
     wait_http "http://127.0.0.1:$fport"
     floors+=("$mode:$fport")
   done
@@ -47,6 +52,7 @@ if [ -n "${BASELINE:-}" ]; then
       --redis "$node_redis" --redis-password-file "$node_password_file" \
       --shards "$shards" --demo-issuer --secret-file "$work/secret" ${SERVE_ARGS:-} 2>"$work/baseline.log" &
   pids+=($!)
+  server[$bport]=$!
   wait_http "http://127.0.0.1:$bport"
   nodes+=("$bport")
 fi
@@ -59,37 +65,65 @@ limits() {
   $bin/seckill-dataplane limits --redis "$ops_redis" --redis-password-file "$ops_password_file" set "$@" >/dev/null
   sleep 0.5
 }
-rate() { wrk -t$threads -c$conns -d${secs}s "$@" 2>/dev/null | awk '/Requests\/sec/ {print $2}'; }
-declare -A runs
+hz=$(getconf CLK_TCK)
+# ticks PID: the CPU time, in clock ticks, of a process and its children (nginx's workers).
+ticks() {
+  local t=0 p v
+  for p in "$1" $(pgrep -P "$1"); do
+    v=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || true)
+    t=$((t + ${v:-0}))
+  done
+  echo "$t"
+}
+declare -A runs cpus
+# measure KEY PID URL [WRK FLAGS]: one wrk run; its rate to runs[KEY], and the CPU a
+# request, in µs, of the server PID to cpus[KEY].
+measure() {
+  local key=$1 pid=$2 t0 t1 out n
+  shift 2
+  t0=$(ticks "$pid")
+  out=$(wrk -t$threads -c$conns -d${secs}s "$@" 2>/dev/null)
+  t1=$(ticks "$pid")
+  n=$(awk '/requests in/ {print $1}' <<<"$out")
+  runs[$key]+="$(awk '/Requests\/sec/ {print $2}' <<<"$out") "
+  cpus[$key]+="$(echo "($t1 - $t0) * 1000000 / $hz / ${n:-1}" | bc -l | xargs printf '%.2f') "
+}
 for r in $(seq "$rounds"); do
-  runs[nginx]+="$(rate "http://127.0.0.1:$nport/") "
+  measure nginx "$nginx_pid" "http://127.0.0.1:$nport/"
   for f in "${floors[@]}"; do
-    runs[floor_${f%%:*}]+="$(rate "http://127.0.0.1:${f#*:}/api/time") "
-    runs[floor_${f%%:*}_post]+="$(rate -s bench/purchase.lua "http://127.0.0.1:${f#*:}/api/campaigns/bench/purchase") "
+    fp=${f#*:}
+    measure "floor_${f%%:*}" "${server[$fp]}" "http://127.0.0.1:$fp/api/time"
+    measure "floor_${f%%:*}_post" "${server[$fp]}" -s bench/purchase.lua "http://127.0.0.1:$fp/api/campaigns/bench/purchase"
   done
   for p in "${nodes[@]}"; do
     b=$([ "$p" = "$dport" ] || echo _baseline)
-    runs[time$b]+="$(rate "http://127.0.0.1:$p/api/time") "
-    runs[soldout$b]+="$(rate -s bench/purchase.lua "http://127.0.0.1:$p/api/campaigns/bench/purchase") "
-    runs[early$b]+="$(rate -s bench/purchase.lua "http://127.0.0.1:$p/api/campaigns/later/purchase") "
+    measure "time$b" "${server[$p]}" "http://127.0.0.1:$p/api/time"
+    measure "soldout$b" "${server[$p]}" -s bench/purchase.lua "http://127.0.0.1:$p/api/campaigns/bench/purchase"
+    measure "early$b" "${server[$p]}" -s bench/purchase.lua "http://127.0.0.1:$p/api/campaigns/later/purchase"
   done
   limits user_rate=1 user_burst=1
   for p in "${nodes[@]}"; do
     b=$([ "$p" = "$dport" ] || echo _baseline)
-    runs[limited$b]+="$(rate -s bench/purchase.lua "http://127.0.0.1:$p/api/campaigns/bench/purchase") "
+    measure "limited$b" "${server[$p]}" -s bench/purchase.lua "http://127.0.0.1:$p/api/campaigns/bench/purchase"
   done
   limits user_rate=0
 done
 code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/api/campaigns/bench/purchase" -H "Authorization: Bearer $SECKILL_TOKEN")
 [ "$code" = 409 ] || { echo "expected 409 sold_out after the runs, got $code" >&2; exit 1; }
 n=$(echo "${runs[nginx]}" | median)
-printf '%s shard(s), wrk -t%s -c%s -d%ss, %s rounds, median requests/s\n' "$shards" "$threads" "$conns" "$secs" "$rounds"
-printf '%-36s %12s %8s   runs: %s\n' "nginx return 200" "$n" "1.00" "${runs[nginx]}"
+printf '%s shard(s), wrk -t%s -c%s -d%ss, %s rounds, medians; the server'"'"'s CPU in µs a request\n' "$shards" "$threads" "$conns" "$secs" "$rounds"
+printf '%-36s %12s %8s %9s   runs: %s\n' "" "requests/s" "/ nginx" "CPU µs" ""
+row() { # LABEL KEY
+  local m c
+  m=$(echo "${runs[$2]}" | median)
+  c=$(echo "${cpus[$2]}" | median)
+  printf '%-36s %12s %8.2f %8s   runs: %s   CPU: %s\n' "$1" "$m" "$(echo "$m / $n" | bc -l)" "$c" "${runs[$2]}" "${cpus[$2]}"
+}
+row "nginx return 200" nginx
 keys="time soldout limited early"
 [ "$shards" != 1 ] || keys="floor_raw floor_raw_post floor_hyper floor_hyper_post $keys"
 [ -z "${BASELINE:-}" ] || keys="$keys time_baseline soldout_baseline limited_baseline early_baseline"
 for k in $keys; do
-  m=$(echo "${runs[$k]}" | median)
   case $k in
     floor_raw) label="floor: glommio, no HTTP library" ;;
     floor_raw_post) label="floor: the same, a purchase's POST" ;;
@@ -104,5 +138,5 @@ for k in $keys; do
     limited_baseline) label="baseline: purchase, rate limited" ;;
     early_baseline) label="baseline: purchase, not started" ;;
   esac
-  printf '%-36s %12s %8.2f   runs: %s\n' "$label" "$m" "$(echo "$m / $n" | bc -l)" "${runs[$k]}"
+  row "$label" "$k"
 done

@@ -66,24 +66,15 @@ limits() {
   sleep 0.5
 }
 hz=$(getconf CLK_TCK)
-# ticks PID: the CPU time, in clock ticks, of a process and its children (nginx's workers).
-ticks() {
-  local t=0 p v
-  for p in "$1" $(pgrep -P "$1"); do
-    v=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || true)
-    t=$((t + ${v:-0}))
-  done
-  echo "$t"
-}
 declare -A runs cpus
 # measure KEY PID URL [WRK FLAGS]: one wrk run; its rate to runs[KEY], and the CPU a
 # request, in µs, of the server PID to cpus[KEY].
 measure() {
   local key=$1 pid=$2 t0 t1 out n
   shift 2
-  t0=$(ticks "$pid")
+  t0=$(cpu_ticks "$pid")
   out=$(wrk -t$threads -c$conns -d${secs}s "$@" 2>/dev/null)
-  t1=$(ticks "$pid")
+  t1=$(cpu_ticks "$pid")
   n=$(awk '/requests in/ {print $1}' <<<"$out")
   runs[$key]+="$(awk '/Requests\/sec/ {print $2}' <<<"$out") "
   cpus[$key]+="$(echo "($t1 - $t0) * 1000000 / $hz / ${n:-1}" | bc -l | xargs printf '%.2f') "

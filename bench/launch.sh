@@ -72,7 +72,6 @@ if [ "$rate" = search ]; then
   echo "maximum sustained: peak rate $good/s (not at $bad/s); the launch runs at 80% of it: $rate/s"
 fi
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 t0=$(cpu_ticks "$redis_pid") n0=$(cpu_ticks "$node")
 launch "$rate" --plot "bench/launch${PIN:+-pinned}.svg"
 t1=$(cpu_ticks "$redis_pid") n1=$(cpu_ticks "$node")

@@ -131,6 +131,16 @@ buy_the_unit() {
   sleep 0.6
 }
 
+# cpu_ticks PID: the CPU time (user and system), in clock ticks, of a process, its threads
+# and its child processes (nginx's workers), so far.
+cpu_ticks() {
+  local t=0 p v
+  for p in "$1" $(pgrep -P "$1"); do
+    v=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || true)
+    t=$((t + ${v:-0}))
+  done
+  echo "$t"
+}
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 # flat_out_scenario FILE TARGET_URL REDIS CAMPAIGN SECONDS [CONNECTIONS]: a simulator

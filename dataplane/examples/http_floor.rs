@@ -7,9 +7,9 @@
 //! - `hyper`: hyper's HTTP/1 over the same socket bridge as the node's, with a service
 //!   that answers at once.
 //!
-//! `bench/http-ceiling.sh` measures both beside nginx and the node: what `raw` reaches
-//! is what any HTTP layer on this runtime can reach on this machine; the gap from `raw`
-//! to `hyper` is the HTTP library's, and from `hyper` to the node's routes our own.
+//! `bench/http-ceiling.sh` measures both beside nginx and the node: what the better of
+//! them reaches bounds what any route served on this runtime can reach on this machine,
+//! and the gap from `hyper` to the node's routes is the node's own work a request.
 //!
 //!   cargo run --release -p seckill-dataplane --example http_floor -- 127.0.0.1:8099 raw
 
@@ -21,11 +21,10 @@ use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use seckill_dataplane::server::RING_DEPTH;
 use std::convert::Infallible;
 use tokio_util::compat::FuturesAsyncReadCompatExt;
 
-/// The node's ring depth (`server::RING_DEPTH`).
-const RING_DEPTH: usize = 4096;
 /// `{"now_ms":…}`, as `GET /api/time` answers.
 const BODY: &[u8] = br#"{"now_ms":1764000000000}"#;
 

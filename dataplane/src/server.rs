@@ -50,7 +50,7 @@ pub fn stop_on_signals() -> Result<Arc<AtomicBool>, ServerError> {
 /// them: the kernel gives a ring a bucket for every 32 completion entries, at most 256.
 /// At glommio's default (128, so 8 buckets) a shard holding thousands of connections
 /// spent most of its time walking those buckets; 4096 gives the 256.
-const RING_DEPTH: usize = 4096;
+pub const RING_DEPTH: usize = 4096;
 
 /// Sizes the descriptor table for every connection the shards may hold, so that it never
 /// grows (and stalls a shard for an RCU grace period, see [`seckill_core::fds`]) while

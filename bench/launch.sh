@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # End to end: the simulator's launch scenario against a fresh node (its worker and order
 # store included), with the Redis CPU it cost per purchase request; the report, and its
-# plot to bench/launch.svg (bench/launch-pinned.svg with PIN).
+# plot to bench/launch.svg (bench/launch-pinned.svg with PIN). Beside it, the CPU a request
+# of the node, the simulator and Redis, and the second of the launch that kept the cores
+# busiest: whether the machine itself is full.
 #
 # With RATE `search`, the maximum sustainable rate is searched for first (doubling, then
 # halving the gap: a rate is sustained when it is answered in full, ≥ 97% of what was
@@ -30,14 +32,45 @@ start_redis
 redis_pid=${pids[-1]}
 launch_node "$shards"
 
-# launch RATE [extra sim flags]: one launch; its report in $work/report.json.
+# launch RATE [extra sim flags]: one launch; its report in $work/report.json, the
+# simulator's own CPU (user and system seconds) in $work/sim.cpu.
 launch() {
-  local r=$1
+  local r=$1 TIMEFORMAT='%U %S'
   shift
-  ${LOAD_PIN[@]+"${LOAD_PIN[@]}"} $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
+  { time ${LOAD_PIN[@]+"${LOAD_PIN[@]}"} $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
       --redis "$ops_redis" --redis-password-file "$ops_password_file" --secret-file "$work/secret" \
       --db "$work/orders.sqlite" --rate "$r" \
-      --json "$work/report.json" "$@" > "$work/summary.txt" || true
+      --json "$work/report.json" "$@" > "$work/summary.txt" 2>&3 || true; } 3>&2 2> "$work/sim.cpu"
+}
+# sample_cores: every 100 ms until killed, a line of the time, the node's, Redis's and the
+# simulator's CPU ticks, and each core's busy and total ticks; one process that only reads
+# /proc, so as to take next to nothing from what it measures.
+sample_cores() {
+  exec python3 - "$node" "$redis_pid" <<'PY'
+import os, sys, time
+def ticks(pid):
+    try:
+        f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return int(f[11]) + int(f[12])
+    except (OSError, ValueError, IndexError):
+        return 0
+def simulator():
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if open(f"/proc/{pid}/comm").read().strip() == "seckill-sim":
+                return pid
+        except OSError:
+            pass
+    return None
+sim = None
+while True:
+    if sim is None or not os.path.exists(f"/proc/{sim}"):
+        sim = simulator()
+    cores = [l.split() for l in open("/proc/stat") if l.startswith("cpu") and l[3].isdigit()]
+    busy = " ".join(f"{sum(int(c[i]) for i in (1, 2, 3, 6, 7, 8))} {sum(int(v) for v in c[1:9])}" for c in cores)
+    print(time.time(), ticks(sys.argv[1]), ticks(sys.argv[2]), ticks(sim) if sim else 0, busy, flush=True)
+    time.sleep(0.1)
+PY
 }
 # sustained: whether the last launch kept up with its rate; prints its figures.
 sustained() {
@@ -72,10 +105,14 @@ if [ "$rate" = search ]; then
   echo "maximum sustained: peak rate $good/s (not at $bad/s); the launch runs at 80% of it: $rate/s"
 fi
 
-t0=$(cpu_ticks "$redis_pid") n0=$(cpu_ticks "$node")
+t0=$(cpu_ticks "$redis_pid") n0=$(cpu_ticks "$node") k0=$(awk '{print $15}' "/proc/$node/stat")
+sample_cores > "$work/cores" &
+sampler=$!
 launch "$rate" --plot "bench/launch${PIN:+-pinned}.svg"
-t1=$(cpu_ticks "$redis_pid") n1=$(cpu_ticks "$node")
+kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
+t1=$(cpu_ticks "$redis_pid") n1=$(cpu_ticks "$node") k1=$(awk '{print $15}' "/proc/$node/stat")
 cat "$work/summary.txt"
+cp "$work/sim.cpu" "$work/sim-1.cpu"
 cp "$work/report.json" "$work/report-1.json"
 # The same launch again (LAUNCHES in all, 3 unless set): its tail moves from run to run on
 # a shared machine, so the target is judged on the medians, as every other figure here.
@@ -84,14 +121,39 @@ for i in $(seq 2 "$launches"); do
   launch "$rate"
   cp "$work/report.json" "$work/report-$i.json"
 done
-python3 - "$t0" "$t1" "$(getconf CLK_TCK)" "$n0" "$n1" "$work"/report-*.json <<'PY'
-import json, statistics, sys
+python3 - "$t0" "$t1" "$(getconf CLK_TCK)" "$n0" "$n1" "$((k1 - k0))" "$work/sim-1.cpu" "$work/cores" "${PIN:-}" "$work"/report-*.json <<'PY'
+import json, os, statistics, sys
 t0, t1, hz, n0, n1 = (int(a) for a in sys.argv[1:6])
-runs = [json.load(open(f)) for f in sys.argv[6:]]
+node_kernel = int(sys.argv[6])
+sim_cpu = sum(float(v) for v in open(sys.argv[7]).read().split()[-2:])
+samples = [[float(v) for v in line.split()] for line in open(sys.argv[8]) if line.strip()]
+pinned = bool(sys.argv[9])
+runs = [json.load(open(f)) for f in sys.argv[10:]]
 r = runs[0]
-n = r["requests_by_route"]["purchase"]
+n, requests = r["requests_by_route"]["purchase"], max(r["requests"], 1)
 print(f"redis CPU: {(t1 - t0) / hz:.2f} s over the run, {(t1 - t0) * 1e6 / hz / max(n, 1):.1f} µs per purchase request ({n} purchases, {r['requests']} requests in all)")
-print(f"node CPU: {(n1 - n0) / hz:.2f} s over the run, {(n1 - n0) * 1e6 / hz / max(r['requests'], 1):.1f} µs a request (its shards and its order worker)")
+print(f"node CPU: {(n1 - n0) / hz:.2f} s over the run, {(n1 - n0) * 1e6 / hz / requests:.1f} µs a request (its shards and its order worker), {node_kernel / max(n1 - n0, 1):.0%} of it in the kernel")
+# What the machine can give this mix: the CPU a request of all three processes together,
+# and the second of the launch that kept the cores busiest, core by core and by process.
+per = {"node": (n1 - n0) / hz, "simulator": sim_cpu, "Redis": (t1 - t0) / hz}
+total = sum(per.values()) * 1e6 / requests
+ncores = os.cpu_count()
+print("CPU a request, all three: " + ", ".join(f"{k} {v * 1e6 / requests:.0f} µs" for k, v in per.items())
+      + f"; {total:.0f} µs in all, so {ncores} cores answer at most {ncores * 1e6 / total:.0f} requests/s of this mix")
+window = 10
+if len(samples) > window:
+    def busy(a, b):
+        cores = [(b[i] - a[i]) / max(b[i + 1] - a[i + 1], 1) for i in range(4, len(a), 2)]
+        procs = [(b[i] - a[i]) / hz / (b[0] - a[0]) for i in (1, 2, 3)]
+        return cores, procs
+    a, b = max(((samples[i], samples[i + window]) for i in range(len(samples) - window)),
+               key=lambda ab: sum(busy(*ab)[0]))
+    cores, (node, redis, sim) = busy(a, b)
+    names = [f"core {i}" + ((" (the node)" if i == len(cores) - 1 else " (Redis, the simulator)") if pinned else "")
+             for i in range(len(cores))]
+    print(f"the launch's busiest second: {sum(cores):.2f} of {len(cores)} cores busy: "
+          + ", ".join(f"{name} {c:.0%}" for name, c in zip(names, cores))
+          + f"; of a core: node {node:.2f}, simulator {sim:.2f}, Redis {redis:.2f}")
 p99 = [x["purchase_latency"]["p99_ms"] for x in runs]
 p999 = [x["purchase_latency"]["p999_ms"] for x in runs]
 failures = sum(len(x["failures"]) for x in runs)

@@ -10,6 +10,7 @@ pub use reply::ApiError;
 
 use bytes::Bytes;
 use futures::future::{select, Either};
+use futures::FutureExt;
 use glommio::net::TcpStream;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -57,7 +58,7 @@ pub async fn serve_connection(
     let svc = service_fn(move |req| {
         clock.handling();
         let shard = svc_shard.clone();
-        async move { Ok::<_, Infallible>(respond(shard, req, peer).await) }
+        respond(shard, req, peer).map(Ok::<_, Infallible>)
     });
     let mut builder = http1::Builder::new();
     builder
@@ -118,7 +119,7 @@ type Body = http_body_util::Either<Full<Bytes>, routes::events::Events>;
 async fn respond(shard: Rc<Shard>, req: Request<Incoming>, peer: IpAddr) -> hyper::Response<Body> {
     let id = request_id(&shard, &req);
     let span = tracing::info_span!("request", id = %id);
-    let answered = async {
+    let mut response = async {
         if req.method() == hyper::Method::GET && req.uri().path().ends_with("/events") {
             if let Ok(Route::Events(campaign)) = Route::of(req.method(), req.uri().path()) {
                 return open_events(&shard, &req, campaign, peer);
@@ -127,8 +128,9 @@ async fn respond(shard: Rc<Shard>, req: Request<Incoming>, peer: IpAddr) -> hype
         answer(&shard, req, peer)
             .await
             .map(http_body_util::Either::Left)
-    };
-    let mut response = answered.instrument(span).await;
+    }
+    .instrument(span)
+    .await;
     // The id's own bytes become the header value, without a copy.
     if let Ok(v) = hyper::header::HeaderValue::try_from(id) {
         response.headers_mut().insert("x-request-id", v);
@@ -210,22 +212,33 @@ async fn dispatch(shard: &Shard, req: Request<Incoming>) -> (Endpoint, Result<Re
             return (route.endpoint(), Err(e));
         }
     }
+    // A route that waits is boxed. Unboxed, the largest of them would set the size of
+    // every request's future (kilobytes, even for `/api/time`), copied over again each
+    // time the future moves on its way into hyper.
     let answer = match route {
         Route::Time => routes::time::get(),
-        Route::Session => routes::session::post(shard, req).await,
+        Route::Session => routes::session::post(shard, req).boxed_local().await,
         Route::Campaigns => routes::campaigns::list(shard),
         Route::Campaign(id) => routes::campaigns::get(shard, id),
-        Route::Purchase(id) => routes::purchase::post(shard, id, req).await,
-        Route::Challenge(id) => routes::challenge::challenge(shard, id, req).await,
-        Route::Ticket(id) => routes::challenge::ticket(shard, id, req).await,
-        Route::Order(id) => routes::orders::get(shard, id, req).await,
-        Route::Pay(id) => routes::pay::post(shard, id, req).await,
-        Route::Download(token) => routes::download::get(shard, token).await,
+        Route::Purchase(id) => routes::purchase::post(shard, id, req).boxed_local().await,
+        Route::Challenge(id) => {
+            routes::challenge::challenge(shard, id, req)
+                .boxed_local()
+                .await
+        }
+        Route::Ticket(id) => {
+            routes::challenge::ticket(shard, id, req)
+                .boxed_local()
+                .await
+        }
+        Route::Order(id) => routes::orders::get(shard, id, req).boxed_local().await,
+        Route::Pay(id) => routes::pay::post(shard, id, req).boxed_local().await,
+        Route::Download(token) => routes::download::get(shard, token).boxed_local().await,
         Route::Page(id) => routes::page::page(id, &req),
         Route::Asset(name) => routes::page::asset(name, &req),
         Route::Description => Ok(routes::page::description(&req)),
-        Route::Queue(id, true) => routes::queue::join(shard, id, req).await,
-        Route::Queue(id, false) => routes::queue::look(shard, id, &req).await,
+        Route::Queue(id, true) => routes::queue::join(shard, id, req).boxed_local().await,
+        Route::Queue(id, false) => routes::queue::look(shard, id, &req).boxed_local().await,
         // Streams are opened in `respond`, which owns the shard's handle they keep.
         Route::Events(_) => Err(ApiError::NotFound),
     };

@@ -132,12 +132,14 @@ def main():
         waits = {m.group(1): float(m.group(2)) for m in re.finditer(
             r"^\s*(seckill-shard|seckill-sim|redis-server|seckill-worker)\S*\s+runtime.*max:\s+([0-9.]+) ms",
             text, re.M)}
-        busiest = re.search(r"^the launch's busiest second: (.*)$", text, re.M)
-        costs = re.search(r"^CPU a request, all three: (.*)$", text, re.M)
+        busiest = re.search(r"^the launch's busiest second: (([0-9.]+) of (\d+) cores.*)$", text, re.M)
+        costs = re.search(r"^CPU a request, all three: (node (\d+) µs.*)$", text, re.M)
         return {"peak": number(r"maximum sustained: peak rate (\d+)/s", text) or 0, "p99": p99,
                 "p999": p999, "met": re.search(r"target \(.*: met$", text, re.M) is not None,
                 "waits": waits, "busiest": busiest and busiest.group(1),
-                "costs": costs and costs.group(1), "text": text}
+                "busy": busiest and float(busiest.group(2)) / int(busiest.group(3)),
+                "costs": costs and costs.group(1), "node_cpu": costs and int(costs.group(2)),
+                "kernel": number(r"^node CPU: .* ([0-9]+)% of it in the kernel", text)}
 
     def waited(l):
         names = [("seckill-shard", "the shard"), ("seckill-worker", "the order worker"),
@@ -157,21 +159,19 @@ def main():
         full = [(how, l) for l, how in ((shared, "sharing the cores"), (pinned, "pinned"))
                 if l and l["busiest"] and l["costs"]]
         if full:
-            busy = [number(r"^([0-9.]+) of", l["busiest"]) / (number(r" of (\d+) cores", l["busiest"]) or 1)
-                    for _, l in full]
             why += ("At 80% of the maximum the machine itself is "
-                    + ("full" if min(busy) >= 0.9 else "busy") + ". The launch's busiest second: "
+                    + ("full" if min(l["busy"] for _, l in full) >= 0.9 else "busy")
+                    + ". The launch's busiest second: "
                     + "; ".join(f"{how}, {l['busiest']}" for how, l in full) + ". CPU a request of "
                     "the launch's mix: " + "; ".join(f"{how}, {l['costs']}" for how, l in full)
                     + ". ")
             refused = cpu("purchase, sold out (ends on shard)")
-            launched_cpu = number(r"node (\d+) µs", full[-1][1]["costs"])
-            kernel = number(r"^node CPU: .* ([0-9]+)% of it in the kernel", full[-1][1]["text"])
-            if refused and launched_cpu and kernel:
+            judged_run = full[-1][1]
+            if refused and judged_run["kernel"]:
                 why += (f"Under wrk the node spends {refused:.0f} µs of CPU on a sold-out refusal, in the "
-                        f"launch {launched_cpu:.0f} µs a request: there a request comes alone, on one "
+                        f"launch {judged_run['node_cpu']} µs a request: there a request comes alone, on one "
                         "of thousands of connections, and wakes the shard, and each answer wakes the "
-                        f"simulator; {kernel:.0f}% of that CPU is the kernel's. ")
+                        f"simulator; {judged_run['kernel']:.0f}% of that CPU is the kernel's. ")
         why += ("Three processes (simulator, node, Redis) and the order worker's thread share two "
                 "cores, and each waits for one: the longest waits under `perf sched` were, ")
         why += "; ".join(f"{how}, {waited(l)}" for l, how in ((shared, "sharing the cores"),

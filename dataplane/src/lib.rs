@@ -13,7 +13,8 @@
 //!
 //! Beside the hot path: [`answer`] (the endpoints and outcomes answers are counted by),
 //! [`metrics`] (what the admin listener exports), [`telemetry`]
-//! (the shard's record of its last second) and [`config`].
+//! (the shard's record of its last second), [`logs`] (log lines that name their request)
+//! and [`config`].
 //!
 //! What every program shares (campaigns, keys and scripts, the control plane, the
 //! sale's clock, signatures) is in `seckill-core`; the order worker and reconciliation
@@ -25,6 +26,7 @@ pub mod config;
 pub mod guard;
 mod http;
 pub use http::{request, ApiError};
+pub mod logs;
 pub mod metrics;
 pub mod server;
 pub mod shard;

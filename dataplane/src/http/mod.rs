@@ -33,7 +33,6 @@ use reply::Reply;
 use request::Route;
 use std::net::IpAddr;
 use std::time::Instant;
-use tracing::Instrument;
 
 /// Serves one connection until the client leaves, a timeout fires, or `shutdown`
 /// resolves — then in-flight requests finish and the connection closes.
@@ -114,12 +113,11 @@ fn admit_ip(
 /// A response: JSON (or a page) in one piece, or a stream of events.
 type Body = http_body_util::Either<Full<Bytes>, routes::events::Events>;
 
-/// Answers one request inside a span that carries its id, so every log line of the
-/// request names it; the id goes back in `X-Request-Id`.
+/// Answers one request; every line it logs names its id, which goes back in
+/// `X-Request-Id`.
 async fn respond(shard: Rc<Shard>, req: Request<Incoming>, peer: IpAddr) -> hyper::Response<Body> {
     let id = request_id(&shard, &req);
-    let span = tracing::info_span!("request", id = %id);
-    let mut response = async {
+    let mut response = crate::logs::in_request(&id, async {
         if req.method() == hyper::Method::GET && req.uri().path().ends_with("/events") {
             if let Ok(Route::Events(campaign)) = Route::of(req.method(), req.uri().path()) {
                 return open_events(&shard, &req, campaign, peer);
@@ -128,8 +126,7 @@ async fn respond(shard: Rc<Shard>, req: Request<Incoming>, peer: IpAddr) -> hype
         answer(&shard, req, peer)
             .await
             .map(http_body_util::Either::Left)
-    }
-    .instrument(span)
+    })
     .await;
     // The id's own bytes become the header value, without a copy.
     if let Ok(v) = hyper::header::HeaderValue::try_from(id) {

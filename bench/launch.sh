@@ -32,15 +32,28 @@ start_redis
 redis_pid=${pids[-1]}
 launch_node "$shards"
 
+# tcp_counters: the machine's TCP connections opened so far, and the connection attempts
+# a listener's full accept queue dropped (each waits for the client to send its SYN
+# again, a second later the first time).
+tcp_counters() {
+  awk '$1 == "Tcp:" && !o { for (i = 2; i <= NF; i++) if ($i == "ActiveOpens") o = i; next }
+       $1 == "Tcp:" { opened = $o }
+       END { printf "%s ", opened }' /proc/net/snmp
+  awk '$1 == "TcpExt:" && !d { for (i = 2; i <= NF; i++) if ($i == "ListenOverflows") d = i; next }
+       $1 == "TcpExt:" { print $d }' /proc/net/netstat
+}
 # launch RATE [extra sim flags]: one launch; its report in $work/report.json, the
-# simulator's own CPU (user and system seconds) in $work/sim.cpu.
+# simulator's own CPU (user and system seconds) in $work/sim.cpu, the TCP counters
+# before and after it in $work/tcp.
 launch() {
   local r=$1 TIMEFORMAT='%U %S'
   shift
+  tcp_counters > "$work/tcp"
   { time ${LOAD_PIN[@]+"${LOAD_PIN[@]}"} $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
       --redis "$ops_redis" --redis-password-file "$ops_password_file" --secret-file "$work/secret" \
       --db "$work/orders.sqlite" --rate "$r" \
       --json "$work/report.json" "$@" > "$work/summary.txt" 2>&3 || true; } 3>&2 2> "$work/sim.cpu"
+  tcp_counters >> "$work/tcp"
 }
 # sample_cores: every 100 ms until killed, a line of the time, the node's, Redis's and the
 # simulator's CPU ticks, and each core's busy and total ticks; one process that only reads
@@ -114,12 +127,14 @@ t1=$(cpu_ticks "$redis_pid") n1=$(cpu_ticks "$node") k1=$(awk '{print $15}' "/pr
 cat "$work/summary.txt"
 cp "$work/sim.cpu" "$work/sim-1.cpu"
 cp "$work/report.json" "$work/report-1.json"
+cp "$work/tcp" "$work/tcp-1"
 # The same launch again (LAUNCHES in all, 3 unless set): its tail moves from run to run on
 # a shared machine, so the target is judged on the medians, as every other figure here.
 launches=${LAUNCHES:-3}
 for i in $(seq 2 "$launches"); do
   launch "$rate"
   cp "$work/report.json" "$work/report-$i.json"
+  cp "$work/tcp" "$work/tcp-$i"
 done
 python3 - "$t0" "$t1" "$(getconf CLK_TCK)" "$n0" "$n1" "$((k1 - k0))" "$work/sim-1.cpu" "$work/cores" "${PIN:-}" "$work"/report-*.json <<'PY'
 import json, os, statistics, sys
@@ -159,6 +174,14 @@ p999 = [x["purchase_latency"]["p999_ms"] for x in runs]
 failures = sum(len(x["failures"]) for x in runs)
 print(f"{len(runs)} launches at this rate: purchase p99 " + " ".join(f"{v:.2f}" for v in p99)
       + " ms, p99.9 " + " ".join(f"{v:.2f}" for v in p999) + " ms")
+# The connections each launch opened, and those the node's full accept queue dropped: a
+# dropped attempt waits a second for the client's next SYN, a tail of a second or more.
+tcp = []
+for i in range(1, len(runs) + 1):
+    (o0, d0), (o1, d1) = ([int(v) for v in line.split()] for line in open(os.path.join(os.path.dirname(sys.argv[8]), f"tcp-{i}")))
+    tcp.append((o1 - o0, d1 - d0))
+print("connections opened a launch: " + " ".join(str(o) for o, _ in tcp)
+      + "; dropped by the node's full accept queue (each a second's wait): " + " ".join(str(d) for _, d in tcp))
 m99, m999 = statistics.median(p99), statistics.median(p999)
 ok = m99 <= 10 and m999 <= 50 and not failures
 print(f"target (p99 ≤ 10 ms, p99.9 ≤ 50 ms, no violations; medians of the launches): p99 {m99:.2f} ms, "

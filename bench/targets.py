@@ -77,7 +77,7 @@ def main():
                     f"body with no HTTP library (`dataplane/examples/http_floor.rs`) reaches "
                     f"{floor / nginx:.2f}× nginx in this run, and hyper over it "
                     f"{floor_hyper / nginx:.2f}×; from there to the routes is the node's own work "
-                    f"a request (the connection's clock, the IP guard, the request's id and span, "
+                    f"a request (the connection's clock, the IP guard, the request's id, "
                     f"telemetry, then the token, the JSON and the answer), a fraction of a µs each "
                     f"in the profile. To pass 0.75× the refusals would need an HTTP path of their "
                     f"own, within a few percent of that floor.")

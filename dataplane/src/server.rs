@@ -52,6 +52,48 @@ pub fn stop_on_signals() -> Result<Arc<AtomicBool>, ServerError> {
 /// spent most of its time walking those buckets; 4096 gives the 256.
 pub const RING_DEPTH: usize = 4096;
 
+/// Warns when the kernel caps the accept queue below `http.listen_backlog`.
+fn check_backlog(backlog: u32) {
+    let cap = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    if let Some(cap) = cap.filter(|cap| *cap < backlog) {
+        tracing::warn!(
+            somaxconn = cap,
+            listen_backlog = backlog,
+            "the kernel caps each shard's accept queue at net.core.somaxconn, below http.listen_backlog; raise it with sysctl"
+        );
+    }
+}
+
+/// A shard's listener: `SO_REUSEPORT` (each shard has its own on the same address) and
+/// an accept queue `backlog` deep. glommio's own `TcpListener::bind` makes its queue 1024
+/// deep; while a shard is busy with one turn through its requests at a sale's opening, a
+/// crowd fills that, and the kernel drops every further connection attempt, which the
+/// client sends again only a second later: a launch's tail of a second.
+fn listen(addr: std::net::SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    use rustix::net::{sockopt, AddressFamily, SocketFlags, SocketType};
+    let family = if addr.is_ipv6() {
+        AddressFamily::INET6
+    } else {
+        AddressFamily::INET
+    };
+    let socket = rustix::net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
+    sockopt::set_socket_reuseport(&socket, true)?;
+    rustix::net::bind(&socket, &addr)?;
+    rustix::net::listen(&socket, i32::try_from(backlog).unwrap_or(i32::MAX))?;
+    Ok(adopt(socket))
+}
+
+/// A listening socket, handed to glommio, which takes it only as a raw descriptor.
+#[allow(unsafe_code)]
+fn adopt(socket: std::os::fd::OwnedFd) -> TcpListener {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    // SAFETY: the descriptor is a bound, listening TCP socket that `listen` just made;
+    // `into_raw_fd` gives up its only owner, so the listener is the one that closes it.
+    unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) }
+}
+
 /// Sizes the descriptor table for every connection the shards may hold, so that it never
 /// grows (and stalls a shard for an RCU grace period, see [`seckill_core::fds`]) while
 /// a crowd is being accepted.
@@ -83,6 +125,7 @@ pub fn run_until(
         "starting"
     );
     reserve_descriptors(&settings);
+    check_backlog(settings.http.listen_backlog);
     let next_index = Arc::new(AtomicUsize::new(0));
     let placement = if settings.pin_shards {
         PoolPlacement::MaxSpread(shards, None)
@@ -128,7 +171,7 @@ async fn run_shard(
     let grace = Duration::from_millis(settings.http.shutdown_grace_ms);
     let drain = Duration::from_millis(settings.http.drain_ms);
     let max_conns = settings.http.max_connections_per_shard as u64;
-    let listener = TcpListener::bind(addr).map_err(|e| ServerError::Bind {
+    let listener = listen(addr, settings.http.listen_backlog).map_err(|e| ServerError::Bind {
         shard: index,
         addr,
         reason: e.to_string(),
@@ -223,4 +266,48 @@ async fn run_shard(
     }
     shard.store.conn.close();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A crowd larger than glommio's own accept queue (1024) connects at once to a shard
+    /// that accepts none of them yet: every handshake completes in the kernel, and none
+    /// waits a second for its SYN to be sent again.
+    #[test]
+    fn a_crowd_deeper_than_glommios_queue_waits_in_the_backlog() {
+        let crowd = 1500;
+        let cap = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        if cap < crowd {
+            eprintln!("net.core.somaxconn is {cap}: the kernel caps the queue below the crowd");
+            return;
+        }
+        seckill_core::fds::reserve(2 * crowd as u64 + seckill_core::fds::SPARE)
+            .expect("descriptors");
+        let ex = glommio::LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                let listener =
+                    listen("127.0.0.1:0".parse().expect("an address"), 4096).expect("a listener");
+                let addr = listener.local_addr().expect("its address");
+                // A dropped attempt is sent again after a second: each must be through
+                // before that.
+                let clients: Vec<_> = (0..crowd)
+                    .map(|_| {
+                        std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(900))
+                            .expect("a handshake the kernel completes at once")
+                    })
+                    .collect();
+                assert_eq!(clients.len(), crowd);
+                // They are all there to accept, in order.
+                for _ in 0..crowd {
+                    listener.accept().await.expect("a waiting connection");
+                }
+            })
+            .expect("an executor");
+        ex.join().expect("the test's executor");
+    }
 }

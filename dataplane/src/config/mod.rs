@@ -266,6 +266,7 @@ impl Config {
                 h.max_connections_per_shard,
                 1,
             ),
+            ("http.listen_backlog", h.listen_backlog as usize, 1),
             (
                 "http.max_event_streams_per_client",
                 h.max_event_streams_per_client as usize,

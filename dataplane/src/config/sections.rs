@@ -101,6 +101,10 @@ pub struct HttpConfig {
     /// A keep-alive connection with no request for this long is closed.
     pub idle_timeout_ms: u64,
     pub max_connections_per_shard: usize,
+    /// Connections the kernel keeps waiting for each shard to accept them; past it, it
+    /// drops new ones, and their clients try again a second later. The kernel caps it at
+    /// `net.core.somaxconn`.
+    pub listen_backlog: u32,
     /// How long a stopping node keeps serving, reporting itself not ready, before it
     /// stops accepting: time for a load balancer's health checks to take it out.
     pub drain_ms: u64,
@@ -156,6 +160,7 @@ impl Default for HttpConfig {
             header_timeout_ms: 5_000,
             idle_timeout_ms: 30_000,
             max_connections_per_shard: 20_000,
+            listen_backlog: 4096,
             drain_ms: 2_000,
             shutdown_grace_ms: 5_000,
             trusted_proxies: Vec::new(),

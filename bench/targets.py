@@ -139,7 +139,9 @@ def main():
                 "waits": waits, "busiest": busiest and busiest.group(1),
                 "busy": busiest and float(busiest.group(2)) / int(busiest.group(3)),
                 "costs": costs and costs.group(1), "node_cpu": costs and int(costs.group(2)),
-                "kernel": number(r"^node CPU: .* ([0-9]+)% of it in the kernel", text)}
+                "kernel": number(r"^node CPU: .* ([0-9]+)% of it in the kernel", text),
+                "dropped": [int(v) for v in (re.search(r"full accept queue \(each a second's wait\): ([0-9 ]+)$", text, re.M)
+                                              or re.match("()", "")).group(1).split()]}
 
     def waited(l):
         names = [("seckill-shard", "the shard"), ("seckill-worker", "the order worker"),
@@ -182,6 +184,12 @@ def main():
             why += (f"With the node alone on its core its shard waited at most {w['seckill-shard']:.1f} ms, "
                     "and the longest waits moved to the simulator and Redis crowded on the other core: "
                     "only a machine with a core for each separates them fully. ")
+        drops = [(how, l["dropped"]) for l, how in ((shared, "sharing the cores"), (pinned, "pinned"))
+                 if l and l["dropped"]]
+        if drops:
+            why += ("Connection attempts the node's full accept queue dropped (each waits a second "
+                    "for the client's next SYN, a tail of a second), launch by launch: "
+                    + "; ".join(f"{how}, {' '.join(map(str, d))}" for how, d in drops) + ". ")
         why += ("The longer stalls (20-170 ms) were the descriptor table growing, each doubling an "
                 "RCU grace period in the shard's `accept` and the simulator's `socket`; both now "
                 "size it at start, and the D-state waits left are the order worker's fsync, off "

@@ -13,9 +13,11 @@ use std::fmt;
 use std::future::Future;
 use std::pin::pin;
 use tracing::field::{Field, Visit};
-use tracing::{Event, Subscriber};
-use tracing_subscriber::fmt::format::{DefaultFields, Writer};
+use tracing::{Event, Level, Subscriber};
+use tracing_log::NormalizeEvent;
+use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
+use tracing_subscriber::fmt::FormattedFields;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
@@ -34,32 +36,51 @@ pub async fn in_request<F: Future>(id: &str, fut: F) -> F::Output {
     .await
 }
 
-/// The request's id in the thread's slot until dropped.
-struct Scope;
+/// The request's id in the thread's slot until dropped; then whatever was there before
+/// (nothing, unless one request's future runs inside another's).
+struct Scope {
+    outer: Option<String>,
+}
 
 impl Scope {
     fn enter(id: &str) -> Scope {
-        REQUEST.with(|r| {
-            let mut r = r.borrow_mut();
-            r.clear();
-            r.push_str(id);
-        });
-        Scope
+        let outer = REQUEST
+            .try_with(|r| {
+                let mut r = r.borrow_mut();
+                let outer = (!r.is_empty()).then(|| std::mem::take(&mut *r));
+                r.push_str(id);
+                outer
+            })
+            .ok()
+            .flatten();
+        Scope { outer }
     }
 }
 
 impl Drop for Scope {
     fn drop(&mut self) {
-        REQUEST.with(|r| r.borrow_mut().clear());
+        let outer = self.outer.take();
+        let _ = REQUEST.try_with(|r| match outer {
+            Some(outer) => *r.borrow_mut() = outer,
+            None => r.borrow_mut().clear(),
+        });
     }
 }
 
 /// `f` of the id of the request being polled, if one is.
 fn with_request<T>(f: impl FnOnce(Option<&str>) -> T) -> T {
-    REQUEST.with(|r| {
-        let r = r.borrow();
-        f(Some(r.as_str()).filter(|s| !s.is_empty()))
-    })
+    let mut f = Some(f);
+    let answer = REQUEST.try_with(|r| match r.try_borrow() {
+        Ok(r) => f
+            .take()
+            .map(|f| f(Some(r.as_str()).filter(|s| !s.is_empty()))),
+        Err(_) => None,
+    });
+    match (answer, f) {
+        (Ok(Some(v)), _) => v,
+        (_, Some(f)) => f(None),
+        (_, None) => unreachable!("`f` ran or is still here"),
+    }
 }
 
 /// Starts logging to stderr, lines filtered by `RUST_LOG` (default `info`).
@@ -74,35 +95,99 @@ pub fn init(json: bool) {
     if json {
         logs.event_format(Json).init();
     } else {
-        logs.fmt_fields(WithRequest(DefaultFields::new())).init();
+        logs.event_format(Text).init();
     }
 }
 
-/// The text format's fields, then `request=<id>` for a line logged in a request:
-/// `2026-12-03T10:00:00.000000Z  WARN seckill_dataplane::shard: blocking a client … request=a1b2-7f`.
-pub struct WithRequest<N>(N);
+/// The metadata of an event, with the real target and level of a line from the `log`
+/// crate (glommio logs through it) rather than tracing's `log` stand-in.
+fn metadata_of<'a>(
+    event: &'a Event<'a>,
+    normalized: &'a Option<tracing::Metadata<'a>>,
+) -> &'a tracing::Metadata<'a> {
+    normalized.as_ref().unwrap_or_else(|| event.metadata())
+}
 
-impl<'w, N> FormatFields<'w> for WithRequest<N>
+/// A text line, as `tracing-subscriber`'s full format writes it, with the request as its
+/// innermost span: `2026-12-03T10:00:00.000000Z  WARN request{id=a1b2-7f}:
+/// seckill_dataplane::shard: blocking a client …`.
+pub struct Text;
+
+impl<S, N> FormatEvent<S, N> for Text
 where
-    N: for<'a> FormatFields<'a>,
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'w> FormatFields<'w> + 'static,
 {
-    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+    fn format_event(
         &self,
-        mut writer: Writer<'w>,
-        fields: R,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
     ) -> fmt::Result {
-        self.0.format_fields(writer.by_ref(), fields)?;
+        let normalized = event.normalized_metadata();
+        let meta = metadata_of(event, &normalized);
+        let ansi = writer.has_ansi_escapes();
+        let level = *meta.level();
+        if ansi {
+            writer.write_str("\x1b[2m")?;
+        }
+        SystemTime.format_time(&mut writer)?;
+        if ansi {
+            let color = match level {
+                Level::ERROR => 31,
+                Level::WARN => 33,
+                Level::INFO => 32,
+                Level::DEBUG => 34,
+                _ => 35,
+            };
+            write!(writer, "\x1b[0m \x1b[{color}m{:>5}\x1b[0m ", level.as_str())?;
+        } else {
+            write!(writer, " {:>5} ", level.as_str())?;
+        }
+        if let Some(scope) = ctx.event_scope() {
+            for span in scope.from_root() {
+                write!(writer, "{}", span.name())?;
+                let extensions = span.extensions();
+                if let Some(fields) = extensions.get::<FormattedFields<N>>() {
+                    if !fields.is_empty() {
+                        write!(writer, "{{{fields}}}")?;
+                    }
+                }
+                writer.write_str(": ")?;
+            }
+        }
         with_request(|id| match id {
-            Some(id) => write!(writer, " request={id}"),
+            Some(id) => write!(writer, "request{{id={id}}}: "),
             None => Ok(()),
-        })
+        })?;
+        write!(writer, "{}: ", meta.target())?;
+        ctx.format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
     }
 }
 
-/// One JSON object a line: `timestamp`, `level`, `fields` (`message` among them), `target`,
-/// and in a request `span` (`{"id", "name": "request"}`) and `spans`, the same keys
-/// `tracing-subscriber`'s JSON format gives a line inside a span.
+/// One JSON object a line, in the keys and order of `tracing-subscriber`'s JSON format:
+/// `timestamp`, `level`, `fields` (`message` among them), `target`, and in a request
+/// `span` (`{"id", "name": "request"}`) and `spans`.
 pub struct Json;
+
+#[derive(serde::Serialize)]
+struct JsonLine<'a> {
+    timestamp: String,
+    level: &'a str,
+    fields: Map<String, Value>,
+    target: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    span: Option<RequestSpan<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spans: Option<[RequestSpan<'a>; 1]>,
+}
+
+#[derive(serde::Serialize, Clone, Copy)]
+struct RequestSpan<'a> {
+    id: &'a str,
+    name: &'static str,
+}
 
 impl<S, N> FormatEvent<S, N> for Json
 where
@@ -119,46 +204,59 @@ where
         SystemTime.format_time(&mut Writer::new(&mut timestamp))?;
         let mut fields = Fields(Map::new());
         event.record(&mut fields);
-        let meta = event.metadata();
-        let mut line = Map::new();
-        line.insert("timestamp".into(), timestamp.into());
-        line.insert("level".into(), meta.level().as_str().into());
-        line.insert("fields".into(), Value::Object(fields.0));
-        line.insert("target".into(), meta.target().into());
-        with_request(|id| {
-            if let Some(id) = id {
-                let span = serde_json::json!({"id": id, "name": "request"});
-                line.insert("spans".into(), Value::Array(vec![span.clone()]));
-                line.insert("span".into(), span);
-            }
-        });
-        let text = serde_json::to_string(&line).map_err(|_| fmt::Error)?;
+        let normalized = event.normalized_metadata();
+        let meta = metadata_of(event, &normalized);
+        let text = with_request(|id| {
+            let span = id.map(|id| RequestSpan {
+                id,
+                name: "request",
+            });
+            serde_json::to_string(&JsonLine {
+                timestamp,
+                level: meta.level().as_str(),
+                fields: fields.0,
+                target: meta.target(),
+                span,
+                spans: span.map(|s| [s]),
+            })
+        })
+        .map_err(|_| fmt::Error)?;
         writeln!(writer, "{text}")
     }
 }
 
-/// An event's fields as JSON values.
+/// An event's fields as JSON values; a line from the `log` crate leaves out the `log.*`
+/// fields that stand for its metadata.
 struct Fields(Map<String, Value>);
+
+impl Fields {
+    fn put(&mut self, field: &Field, value: Value) {
+        let name = field.name();
+        if !name.starts_with("log.") {
+            let name = name.strip_prefix("r#").unwrap_or(name);
+            self.0.insert(name.into(), value);
+        }
+    }
+}
 
 impl Visit for Fields {
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.0.insert(field.name().into(), value.into());
+        self.put(field, value.into());
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.0.insert(field.name().into(), value.into());
+        self.put(field, value.into());
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.0.insert(field.name().into(), value.into());
+        self.put(field, value.into());
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.0.insert(field.name().into(), value.into());
+        self.put(field, value.into());
     }
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().into(), value.into());
+        self.put(field, value.into());
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0
-            .insert(field.name().into(), format!("{value:?}").into());
+        self.put(field, format!("{value:?}").into());
     }
 }
 
@@ -178,8 +276,7 @@ mod tests {
         if json {
             tracing::subscriber::with_default(logs.event_format(Json).finish(), f);
         } else {
-            let logs = logs.fmt_fields(WithRequest(DefaultFields::new()));
-            tracing::subscriber::with_default(logs.finish(), f);
+            tracing::subscriber::with_default(logs.event_format(Text).finish(), f);
         }
         let bytes = out.lock().expect("the sink").clone();
         String::from_utf8(bytes).expect("UTF-8 lines")
@@ -222,11 +319,20 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3, "{text}");
         assert!(
-            lines[0].ends_with("before campaign=\"c\" request=trace-1"),
+            lines[0].contains(
+                " WARN request{id=trace-1}: seckill_dataplane::logs::tests: before campaign=\"c\""
+            ),
             "{text}"
         );
-        assert!(lines[1].ends_with("after n=3 request=trace-1"), "{text}");
-        assert!(lines[2].ends_with("outside"), "{text}");
+        assert!(
+            lines[1]
+                .ends_with(" WARN request{id=trace-1}: seckill_dataplane::logs::tests: after n=3"),
+            "{text}"
+        );
+        assert!(
+            lines[2].ends_with(" WARN seckill_dataplane::logs::tests: outside"),
+            "{text}"
+        );
         assert!(lines.iter().all(|l| l.contains("WARN")), "{text}");
     }
 
@@ -251,5 +357,33 @@ mod tests {
         assert_eq!(lines[1]["fields"]["n"], 3);
         assert_eq!(lines[2]["fields"]["message"], "outside");
         assert!(lines[2].get("span").is_none(), "{}", lines[2]);
+    }
+
+    /// glommio logs through the `log` crate: its lines keep their own target and level,
+    /// without the fields that carry them across.
+    #[test]
+    fn json_lines_from_the_log_crate_keep_their_target() {
+        let text = logged(true, || {
+            let record = log::Record::builder()
+                .args(format_args!("task queue stalled"))
+                .level(log::Level::Warn)
+                .target("glommio::executor::stall")
+                .module_path(Some("glommio::executor::stall"))
+                .file(Some("stall.rs"))
+                .line(Some(81))
+                .build();
+            tracing_log::format_trace(&record).expect("a line");
+        });
+        let line: Value = serde_json::from_str(text.trim()).expect("a JSON line");
+        assert_eq!(line["target"], "glommio::executor::stall", "{line}");
+        assert_eq!(line["level"], "WARN", "{line}");
+        assert_eq!(line["fields"]["message"], "task queue stalled", "{line}");
+        let fields = line["fields"].as_object().expect("fields");
+        assert!(fields.keys().all(|k| !k.starts_with("log.")), "{line}");
+        assert!(
+            text.starts_with("{\"timestamp\":")
+                && text.contains("\",\"level\":\"WARN\",\"fields\":{"),
+            "keys in the usual order: {text}"
+        );
     }
 }

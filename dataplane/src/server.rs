@@ -286,8 +286,15 @@ mod tests {
             eprintln!("net.core.somaxconn is {cap}: the kernel caps the queue below the crowd");
             return;
         }
-        seckill_core::fds::reserve(2 * crowd as u64 + seckill_core::fds::SPARE)
-            .expect("descriptors");
+        let wanted = crowd as u64 + seckill_core::fds::SPARE;
+        let reserved = seckill_core::fds::reserve(wanted).expect("descriptors");
+        if reserved.limit < wanted {
+            eprintln!(
+                "the hard limit on open files is {}: too low for the crowd",
+                reserved.limit
+            );
+            return;
+        }
         let ex = glommio::LocalExecutorBuilder::default()
             .spawn(move || async move {
                 let listener =

@@ -185,9 +185,9 @@ def main():
                     "and the longest waits moved to the simulator and Redis crowded on the other core: "
                     "only a machine with a core for each separates them fully. ")
         drops = [(how, l["dropped"]) for l, how in ((shared, "sharing the cores"), (pinned, "pinned"))
-                 if l and l["dropped"]]
+                 if l and any(l["dropped"])]
         if drops:
-            why += ("Connection attempts the node's full accept queue dropped (each waits a second "
+            why += ("Connection attempts a full accept queue dropped (each waits a second "
                     "for the client's next SYN, a tail of a second), launch by launch: "
                     + "; ".join(f"{how}, {' '.join(map(str, d))}" for how, d in drops) + ". ")
         why += ("The longer stalls (20-170 ms) were the descriptor table growing, each doubling an "

@@ -116,18 +116,16 @@ impl<'a> Route<'a> {
     }
 }
 
-/// Parses a JSON body, which must be an object; an empty one reads as `{}`. (serde would
-/// also read a struct from an array of its fields in order, which no client means.)
+/// Parses a JSON body, which must be an object; a body of no bytes at all reads as `{}`
+/// (whitespace alone is no JSON). (serde would also read a struct from an array of its
+/// fields in order, which no client means.)
 pub fn json_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    let body: &[u8] = match body.iter().find(|b| !b.is_ascii_whitespace()) {
-        None => b"{}",
-        Some(b'{') => body,
-        Some(_) => {
-            return Err(ApiError::BadRequest(
-                "invalid JSON body: expected an object".into(),
-            ))
-        }
-    };
+    let body: &[u8] = if body.is_empty() { b"{}" } else { body };
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::BadRequest(
+            "invalid JSON body: expected an object".into(),
+        ));
+    }
     serde_json::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
 }
@@ -198,7 +196,13 @@ mod tests {
 
     #[test]
     fn bodies_and_headers_are_checked() {
-        assert_eq!(json_body::<PurchaseBody>(b"  ").map(|b| b.quantity), Ok(1));
+        assert_eq!(json_body::<PurchaseBody>(b"").map(|b| b.quantity), Ok(1));
+        assert_eq!(
+            json_body::<PurchaseBody>(b" {} ").map(|b| b.quantity),
+            Ok(1)
+        );
+        assert!(json_body::<PurchaseBody>(b"  ").is_err());
+        assert!(json_body::<PurchaseBody>(b"\n").is_err());
         assert!(json_body::<PurchaseBody>(b"{\"quantity\": \"1\"}").is_err());
         assert!(json_body::<PurchaseBody>(b"{\"x\": 1}").is_err());
         // An array of the fields in order is no purchase, whatever serde makes of it.

@@ -67,10 +67,13 @@ def main():
                    f"`/api/time`: it costs {all_part:.2f} µs more a request, {kernel_part:.2f} of "
                    f"them in the kernel and {node_part:.2f} in the node's code, with the same "
                    f"system calls (one `recvfrom` and one `sendto` a request on both). The "
-                   f"kernel's extra is mostly waking the client (`_raw_spin_unlock_irqrestore`), "
-                   f"which sleeps more often the slower the answers come; the node's is spread "
-                   f"thin over hyper's body channel (a waker each way), the larger head, the "
-                   f"token lookup, the JSON body and clock reads, none above 0.1 µs. ")
+                   f"sampler's split is uncertain in this VM: the kernel's own accounting of the "
+                   f"node's time (user and system ticks in /proc) puts more of the gap in user "
+                   f"time than the profile does, and the profile's largest kernel symbol "
+                   f"(`_raw_spin_unlock_irqrestore`) is where samples held while interrupts were "
+                   f"off land. The node's share is spread thin over hyper's body channel (a waker "
+                   f"each way), the larger head, the token lookup, the JSON body and clock reads, "
+                   f"none above 0.1 µs. ")
         else:
             why = ("The profile (`bench/profile.sh`) did not run: where the gap goes is not "
                    "measured here. ")

@@ -146,14 +146,14 @@ def main():
             text, re.M)}
         busiest = re.search(r"^the launch's busiest second: (([0-9.]+) of (\d+) cores.*)$", text, re.M)
         costs = re.search(r"^CPU a request, all three: (node (\d+) µs.*)$", text, re.M)
+        dropped = re.search(r"full accept queue \(each a second's wait\): ([0-9 ]+)$", text, re.M)
         return {"peak": number(r"maximum sustained: peak rate (\d+)/s", text) or 0, "p99": p99,
                 "p999": p999, "met": re.search(r"target \(.*: met$", text, re.M) is not None,
                 "waits": waits, "busiest": busiest and busiest.group(1),
                 "busy": busiest and float(busiest.group(2)) / int(busiest.group(3)),
                 "costs": costs and costs.group(1), "node_cpu": costs and int(costs.group(2)),
                 "kernel": number(r"^node CPU: .* ([0-9]+)% of it in the kernel", text),
-                "dropped": [int(v) for v in (re.search(r"full accept queue \(each a second's wait\): ([0-9 ]+)$", text, re.M)
-                                              or re.match("()", "")).group(1).split()]}
+                "dropped": [int(v) for v in dropped.group(1).split()] if dropped else []}
 
     def waited(l):
         names = [("seckill-shard", "the shard"), ("seckill-worker", "the order worker"),

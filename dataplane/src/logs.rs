@@ -67,20 +67,18 @@ impl Drop for Scope {
     }
 }
 
-/// `f` of the id of the request being polled, if one is.
-fn with_request<T>(f: impl FnOnce(Option<&str>) -> T) -> T {
-    let mut f = Some(f);
-    let answer = REQUEST.try_with(|r| match r.try_borrow() {
-        Ok(r) => f
-            .take()
-            .map(|f| f(Some(r.as_str()).filter(|s| !s.is_empty()))),
-        Err(_) => None,
-    });
-    match (answer, f) {
-        (Ok(Some(v)), _) => v,
-        (_, Some(f)) => f(None),
-        (_, None) => unreachable!("`f` ran or is still here"),
-    }
+/// The id of the request being polled on this thread, if one is. Read only when a line
+/// is logged.
+fn current_request() -> Option<String> {
+    REQUEST
+        .try_with(|r| {
+            r.try_borrow()
+                .ok()
+                .filter(|r| !r.is_empty())
+                .map(|r| r.clone())
+        })
+        .ok()
+        .flatten()
 }
 
 /// Starts logging to stderr, lines filtered by `RUST_LOG` (default `info`).
@@ -156,10 +154,9 @@ where
                 writer.write_str(": ")?;
             }
         }
-        with_request(|id| match id {
-            Some(id) => write!(writer, "request{{id={id}}}: "),
-            None => Ok(()),
-        })?;
+        if let Some(id) = current_request() {
+            write!(writer, "request{{id={id}}}: ")?;
+        }
         write!(writer, "{}: ", meta.target())?;
         ctx.format_fields(writer.by_ref(), event)?;
         writeln!(writer)
@@ -206,19 +203,18 @@ where
         event.record(&mut fields);
         let normalized = event.normalized_metadata();
         let meta = metadata_of(event, &normalized);
-        let text = with_request(|id| {
-            let span = id.map(|id| RequestSpan {
-                id,
-                name: "request",
-            });
-            serde_json::to_string(&JsonLine {
-                timestamp,
-                level: meta.level().as_str(),
-                fields: fields.0,
-                target: meta.target(),
-                span,
-                spans: span.map(|s| [s]),
-            })
+        let id = current_request();
+        let span = id.as_deref().map(|id| RequestSpan {
+            id,
+            name: "request",
+        });
+        let text = serde_json::to_string(&JsonLine {
+            timestamp,
+            level: meta.level().as_str(),
+            fields: fields.0,
+            target: meta.target(),
+            span,
+            spans: span.map(|s| [s]),
         })
         .map_err(|_| fmt::Error)?;
         writeln!(writer, "{text}")

@@ -52,12 +52,16 @@ pub fn stop_on_signals() -> Result<Arc<AtomicBool>, ServerError> {
 /// spent most of its time walking those buckets; 4096 gives the 256.
 pub const RING_DEPTH: usize = 4096;
 
+/// The kernel's cap on a listener's accept queue, `net.core.somaxconn`, where it can be read.
+fn somaxconn() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
+
 /// Warns when the kernel caps the accept queue below `http.listen_backlog`.
 fn check_backlog(backlog: u32) {
-    let cap = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok());
-    if let Some(cap) = cap.filter(|cap| *cap < backlog) {
+    if let Some(cap) = somaxconn().filter(|cap| *cap < backlog) {
         tracing::warn!(
             somaxconn = cap,
             listen_backlog = backlog,
@@ -278,11 +282,8 @@ mod tests {
     #[test]
     fn a_crowd_deeper_than_glommios_queue_waits_in_the_backlog() {
         let crowd = 1500;
-        let cap = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
-            .ok()
-            .and_then(|s| s.trim().parse::<usize>().ok())
-            .unwrap_or(0);
-        if cap < crowd {
+        let cap = somaxconn().unwrap_or(0);
+        if (cap as usize) < crowd {
             eprintln!("net.core.somaxconn is {cap}: the kernel caps the queue below the crowd");
             return;
         }

@@ -19,7 +19,7 @@ use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::compat::{Compat, FuturesAsyncReadCompatExt};
 
@@ -33,24 +33,33 @@ enum Phase {
     Handling,
 }
 
+/// Milliseconds on the kernel's coarse monotonic clock, which moves once a tick (a few
+/// milliseconds) and is read for a fifth of what the precise clock costs. A connection's
+/// deadlines are seconds apart, and it reads the clock several times a request.
+fn coarse_ms() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
+    t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000
+}
+
 /// Where a connection is in its request cycle, shared by the stream and the service.
 #[derive(Debug)]
 pub struct Clock {
     phase: Cell<Phase>,
-    since: Cell<Instant>,
+    /// When the phase began, in [`coarse_ms`].
+    since: Cell<u64>,
 }
 
 impl Clock {
     fn new() -> Rc<Self> {
         Rc::new(Clock {
             phase: Cell::new(Phase::Idle),
-            since: Cell::new(Instant::now()),
+            since: Cell::new(coarse_ms()),
         })
     }
 
     fn set(&self, phase: Phase) {
         self.phase.set(phase);
-        self.since.set(Instant::now());
+        self.since.set(coarse_ms());
     }
 
     /// The request's head is parsed; its handler runs now.
@@ -99,13 +108,15 @@ impl TimedStream {
         (s, clock)
     }
 
-    fn deadline(&self) -> Option<Instant> {
+    /// The current phase's deadline, in [`coarse_ms`].
+    fn deadline(&self) -> Option<u64> {
         let since = self.clock.since.get();
-        match self.clock.phase.get() {
-            Phase::Idle => Some(since + self.idle_timeout),
-            Phase::Head => Some(since + self.header_timeout),
-            Phase::Handling => None,
-        }
+        let limit = match self.clock.phase.get() {
+            Phase::Idle => self.idle_timeout,
+            Phase::Head => self.header_timeout,
+            Phase::Handling => return None,
+        };
+        Some(since + limit.as_millis() as u64)
     }
 
     /// Arms the timer for the current deadline; `Ready` once it has passed.
@@ -118,10 +129,11 @@ impl TimedStream {
         let Some(deadline) = self.deadline() else {
             return Poll::Pending;
         };
-        let now = Instant::now();
+        let now = coarse_ms();
         if now >= deadline {
             return Poll::Ready(());
         }
+        let left = Duration::from_millis(deadline - now);
         if let Some(armed) = &self.timer {
             if now < armed.at && armed.at <= deadline && armed.waker.will_wake(cx.waker()) {
                 return Poll::Pending;
@@ -129,12 +141,12 @@ impl TimedStream {
         }
         let armed = match &mut self.timer {
             Some(armed) => {
-                armed.timer.reset(deadline - now);
+                armed.timer.reset(left);
                 armed
             }
             None => self.timer.insert(Armed {
                 at: deadline,
-                timer: Box::pin(Timer::new(deadline - now)),
+                timer: Box::pin(Timer::new(left)),
                 waker: cx.waker().clone(),
             }),
         };
@@ -144,9 +156,10 @@ impl TimedStream {
     }
 }
 
-/// The connection's timer, the deadline it is set for and the task it wakes.
+/// The connection's timer, the deadline it is set for (in [`coarse_ms`]) and the task
+/// it wakes.
 struct Armed {
-    at: Instant,
+    at: u64,
     timer: Pin<Box<Timer>>,
     waker: Waker,
 }
@@ -189,7 +202,7 @@ impl TimedStream {
     fn responding(&self) {
         match self.clock.phase.get() {
             Phase::Handling => self.clock.set(Phase::Idle),
-            Phase::Idle => self.clock.since.set(Instant::now()),
+            Phase::Idle => self.clock.since.set(coarse_ms()),
             Phase::Head => {}
         }
     }

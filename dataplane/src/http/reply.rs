@@ -6,6 +6,7 @@ use http_body_util::Full;
 use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{Response, StatusCode};
 use serde::Serialize;
+use std::borrow::Cow;
 
 use crate::answer::Outcome;
 use seckill_core::api;
@@ -14,7 +15,11 @@ pub type Reply = Response<Full<Bytes>>;
 
 pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Reply {
     let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
-    let mut r = Response::new(Full::new(Bytes::from(bytes)));
+    json_bytes(status, Bytes::from(bytes))
+}
+
+fn json_bytes(status: StatusCode, bytes: Bytes) -> Reply {
+    let mut r = Response::new(Full::new(bytes));
     *r.status_mut() = status;
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -223,8 +228,40 @@ impl ApiError {
         }
     }
 
+    /// The JSON body's bytes. A surge is mostly the same few refusals, so a body made of
+    /// fixed texts and numbers is serialized once on a shard and shared after.
+    fn body_bytes(&self) -> Bytes {
+        /// A body by its texts (fixed ones: where they are and how long) and its numbers.
+        type Key = ((usize, usize), (usize, usize), Option<i64>, Option<i64>);
+        const KEPT: usize = 64;
+        thread_local! {
+            static BODIES: std::cell::RefCell<Vec<(Key, Bytes)>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let body = self.body();
+        let (Cow::Borrowed(error), Cow::Borrowed(message)) = (&body.error, &body.message) else {
+            return Bytes::from(serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()));
+        };
+        let text = |t: &str| (t.as_ptr() as usize, t.len());
+        let key = (
+            text(error),
+            text(message),
+            body.starts_at_ms,
+            body.remaining,
+        );
+        BODIES.with_borrow_mut(|kept| {
+            if let Some((_, bytes)) = kept.iter().find(|(k, _)| *k == key) {
+                return bytes.clone();
+            }
+            let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()));
+            if kept.len() < KEPT {
+                kept.push((key, bytes.clone()));
+            }
+            bytes
+        })
+    }
+
     pub fn reply(&self) -> Reply {
-        let mut r = json(self.status(), &self.body());
+        let mut r = json_bytes(self.status(), self.body_bytes());
         let retry_after = match self {
             ApiError::Unavailable | ApiError::Starting => Some(1),
             ApiError::Busy { retry_after_s }
@@ -248,5 +285,54 @@ impl ApiError {
                 .insert(CONNECTION, HeaderValue::from_static("close"));
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What serde makes of the refusal's body, which a kept body must equal.
+    fn serialized(e: &ApiError) -> Vec<u8> {
+        serde_json::to_vec(&e.body()).expect("a body serializes")
+    }
+
+    #[test]
+    fn a_kept_body_is_the_refusals_own_for_each_refusal_and_number() {
+        let refusals = [
+            ApiError::SoldOut,
+            ApiError::Unauthenticated("missing bearer token"),
+            ApiError::Unauthenticated("invalid token"),
+            ApiError::Busy { retry_after_s: 1 },
+            ApiError::StreamsFull { retry_after_s: 1 },
+            ApiError::LimitReached,
+            ApiError::OverLimit { limit: 2 },
+            ApiError::OverLimit { limit: 3 },
+            ApiError::NotStarted { starts_at_ms: None },
+            ApiError::NotStarted {
+                starts_at_ms: Some(1_764_000_000_000),
+            },
+            ApiError::NotStarted {
+                starts_at_ms: Some(1_764_000_000_001),
+            },
+            ApiError::NotEnough { remaining: 4 },
+            ApiError::NotEnough { remaining: 5 },
+            ApiError::BadRequest("quantity: must be at least 1".into()),
+            ApiError::BadRequest("invalid JSON body: expected an object".into()),
+        ];
+        // Twice over: the first answer of each is made, the second kept.
+        for _ in 0..2 {
+            for e in &refusals {
+                assert_eq!(e.body_bytes(), serialized(e), "{e:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_refusal_past_the_kept_ones_still_gets_its_own_body() {
+        for remaining in 0..200 {
+            let e = ApiError::NotEnough { remaining };
+            assert_eq!(e.body_bytes(), serialized(&e));
+        }
     }
 }

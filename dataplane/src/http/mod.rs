@@ -1,6 +1,7 @@
 //! HTTP/1.1 on a shard: hyper over glommio sockets, one small module per route.
 
 pub mod admin;
+mod body;
 mod io;
 mod reply;
 pub mod request;
@@ -14,6 +15,7 @@ use futures::FutureExt;
 use glommio::net::TcpStream;
 use http_body_util::Full;
 use hyper::body::Incoming;
+use hyper::header::HeaderName;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::Request;
@@ -23,16 +25,21 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
-use std::task::Poll;
 use std::time::Duration;
 
 use crate::answer::{Endpoint, Outcome};
 use crate::shard::Shard;
 use crate::{auth, guard};
+use body::BodyRead;
 use reply::Reply;
 use request::Route;
 use std::net::IpAddr;
 use std::time::Instant;
+
+/// Header names looked up or set on every request, parsed once.
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 /// Serves one connection until the client leaves, a timeout fires, or `shutdown`
 /// resolves — then in-flight requests finish and the connection closes.
@@ -99,13 +106,16 @@ fn admit_ip(
     peer: IpAddr,
     now: Instant,
 ) -> (IpAddr, Result<(), ApiError>) {
-    let ip = guard::client_ip(
-        peer,
-        req.headers()
-            .get("x-forwarded-for")
+    let trusted = &shard.settings.trusted_proxies;
+    // Only a trusted proxy's header counts, and most peers are none.
+    let forwarded = match trusted.contains(&peer) {
+        true => req
+            .headers()
+            .get(X_FORWARDED_FOR)
             .and_then(|v| v.to_str().ok()),
-        &shard.settings.trusted_proxies,
-    );
+        false => None,
+    };
+    let ip = guard::client_ip(peer, forwarded, trusted);
     let checked = shard.guard.borrow_mut().check_ip(ip, now);
     (ip, checked.map_err(ApiError::from))
 }
@@ -130,7 +140,7 @@ async fn respond(shard: Rc<Shard>, req: Request<Incoming>, peer: IpAddr) -> hype
     .await;
     // The id's own bytes become the header value, without a copy.
     if let Ok(v) = hyper::header::HeaderValue::try_from(id) {
-        response.headers_mut().insert("x-request-id", v);
+        response.headers_mut().insert(X_REQUEST_ID, v);
     }
     response
 }
@@ -167,7 +177,7 @@ fn refusal(shard: &Shard, ip: IpAddr, e: ApiError) -> Reply {
 
 /// A client's own `X-Request-Id` when it is short and plain, else one of the shard's.
 fn request_id(shard: &Shard, req: &Request<Incoming>) -> String {
-    let given = req.headers().get("x-request-id").map(|v| v.as_bytes());
+    let given = req.headers().get(X_REQUEST_ID).map(|v| v.as_bytes());
     match given {
         Some(v)
             if (1..=64).contains(&v.len())
@@ -292,108 +302,39 @@ fn authenticate(shard: &Shard, req: &Request<Incoming>) -> Result<String, ApiErr
 /// A refusal decided before the body was read. What has come of the body is read first
 /// (a moment at most): a connection closed on unread bytes cannot carry the client's next
 /// request, and a client that reuses it loses that request.
-async fn before_body<T>(req: Request<Incoming>, refused: ApiError) -> Result<T, ApiError> {
-    discard(req.into_body()).await;
-    Err(refused)
-}
-
-/// Reads and drops a refused body for a moment, up to 64 KB.
-async fn discard(body: Incoming) {
-    let drain = async {
-        let mut seen = 0;
-        let mut body = pin!(body);
-        while let Some(Ok(frame)) = next_frame(body.as_mut()).await {
-            seen += frame.data_ref().map_or(0, Bytes::len);
-            if seen >= 64 * 1024 {
-                return;
-            }
-        }
-    };
-    within(drain, Duration::from_millis(50)).await;
-}
-
-/// A body's next frame; `None` once it has all its declared length. hyper closes a
-/// body's channel only on the connection's next turn, and a body read to its end as it
-/// declared it need not wait for that.
-async fn next_frame<B: hyper::body::Body>(
-    mut body: std::pin::Pin<&mut B>,
-) -> Option<Result<hyper::body::Frame<B::Data>, B::Error>> {
-    if body.is_end_stream() {
-        return None;
-    }
-    std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await
-}
-
-/// A request body's bytes, at most `limit` of them; a body in one piece is not copied.
-async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, ApiError> {
-    let mut body = pin!(body);
-    let mut first = Bytes::new();
-    let mut joined = bytes::BytesMut::new();
-    while let Some(frame) = next_frame(body.as_mut()).await {
-        let frame =
-            frame.map_err(|_| ApiError::BadRequest("could not read the request body".into()))?;
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        if first.len() + joined.len() + data.len() > limit {
-            return Err(ApiError::PayloadTooLarge);
-        }
-        if first.is_empty() && joined.is_empty() {
-            first = data;
-        } else {
-            if joined.is_empty() {
-                joined.extend_from_slice(&std::mem::take(&mut first));
-            }
-            joined.extend_from_slice(&data);
-        }
-    }
-    Ok(if joined.is_empty() {
-        first
-    } else {
-        joined.freeze()
-    })
-}
-
-/// `fut`'s output, or `None` once `limit` has passed. Most bodies come with their head,
-/// and hyper hands them over on the connection's next turn: a timer is armed only for
-/// one still on its way after that turn.
-async fn within<F: Future>(fut: F, limit: Duration) -> Option<F::Output> {
-    let mut fut = pin!(fut);
-    let mut first = true;
-    let soon = std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
-        Poll::Ready(v) => Poll::Ready(Some(v)),
-        Poll::Pending if std::mem::take(&mut first) => {
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-        Poll::Pending => Poll::Ready(None),
-    })
-    .await;
-    if soon.is_some() {
-        return soon;
-    }
-    let deadline = pin!(glommio::timer::Timer::new(limit));
-    match select(fut, deadline).await {
-        Either::Left((v, _)) => Some(v),
-        Either::Right(_) => None,
+fn before_body<T>(
+    req: Request<Incoming>,
+    refused: ApiError,
+) -> impl Future<Output = Result<T, ApiError>> {
+    // The head is dropped here: the future keeps only the body.
+    let read = BodyRead::discard(req.into_body());
+    async move {
+        read.await;
+        Err(refused)
     }
 }
 
-async fn read_json<T: DeserializeOwned>(
+/// A JSON body, which must arrive within the header timeout.
+fn read_json<T: DeserializeOwned>(
     shard: &Shard,
     req: Request<Incoming>,
-) -> Result<T, ApiError> {
+) -> impl Future<Output = Result<T, ApiError>> {
     let limit = shard.settings.http.max_body_bytes;
     // A declared length above the limit is refused without waiting for the body. What
     // already came is read first: closing on unread bytes resets the connection, and the
     // client could lose the answer.
-    if hyper::body::Body::size_hint(req.body()).lower() > limit as u64 {
-        discard(req.into_body()).await;
-        return Err(ApiError::PayloadTooLarge);
-    }
-    let header_timeout = Duration::from_millis(shard.settings.http.header_timeout_ms);
-    let Some(body) = within(read_body(req.into_body(), limit), header_timeout).await else {
-        return Err(ApiError::Timeout);
+    let too_large = hyper::body::Body::size_hint(req.body()).lower() > limit as u64;
+    let read = if too_large {
+        BodyRead::discard(req.into_body())
+    } else {
+        let header_timeout = Duration::from_millis(shard.settings.http.header_timeout_ms);
+        BodyRead::keep(req.into_body(), limit, header_timeout)
     };
-    request::json_body(&body?)
+    async move {
+        let read = read.await;
+        if too_large {
+            return Err(ApiError::PayloadTooLarge);
+        }
+        request::json_body(&read.ok_or(ApiError::Timeout)??)
+    }
 }

@@ -225,7 +225,7 @@ impl Shard {
     pub fn next_request_id(&self) -> String {
         let n = self.requests.get() + 1;
         self.requests.set(n);
-        format!("{}-{n:x}", self.id_prefix)
+        request_id(&self.id_prefix, n)
     }
 
     /// Counts an answer for the telemetry and the metrics.
@@ -383,9 +383,31 @@ impl Shard {
     }
 }
 
+/// `{prefix}-{n in hex}`, written by hand: every request gets one, and `format!`'s
+/// machinery costs several times the copy.
+fn request_id(prefix: &str, n: u64) -> String {
+    let mut id = String::with_capacity(prefix.len() + 17);
+    id.push_str(prefix);
+    id.push('-');
+    let digits = (u64::BITS - n.leading_zeros()).div_ceil(4).max(1);
+    for d in (0..digits).rev() {
+        id.push(char::from(
+            b"0123456789abcdef"[(n >> (4 * d)) as usize & 0xf],
+        ));
+    }
+    id
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_ids_are_the_prefix_and_the_count_in_hex() {
+        for n in [0, 1, 9, 10, 15, 16, 255, 4096, 0xdead_beef, u64::MAX] {
+            assert_eq!(request_id("0a1b2c3d04", n), format!("0a1b2c3d04-{n:x}"));
+        }
+    }
 
     #[test]
     fn stream_slots_cap_each_client_and_the_shard_and_come_back_when_given_back() {

@@ -1,6 +1,7 @@
 //! `POST /api/campaigns/{id}/purchase {"quantity"}`: everything the shard can decide alone
 //! is decided here; only a purchase that may succeed reaches Redis, as one script call.
 
+use futures::FutureExt;
 use hyper::body::Incoming;
 use hyper::Request;
 
@@ -8,7 +9,7 @@ use crate::campaign::State;
 use crate::guard::pow;
 use crate::http::reply::{ok, Reply};
 use crate::http::request::{self, PurchaseBody};
-use crate::http::{authenticate, before_body, read_json, ApiError};
+use crate::http::{authenticate, before_body, read_json, ApiError, IDEMPOTENCY_KEY};
 use crate::shard::Shard;
 use crate::store::{Purchase, PurchaseRequest};
 use seckill_core::{api, queue};
@@ -42,6 +43,9 @@ async fn first_answer_or(
     let first = shard
         .store
         .first_answer(id, partitions, user, key)
+        // Redis calls' futures are boxed where they are made: inline, they would set the
+        // size of every purchase's future, refusals' included.
+        .boxed_local()
         .await
         .map_err(|e| {
             tracing::debug!(campaign = id, error = %e, "idempotency lookup failed in redis");
@@ -58,12 +62,11 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
         Ok(user) => user,
         Err(e) => return before_body(req, e).await,
     };
-    let idem = match request::idempotency_key(
-        req.headers().get("idempotency-key").map(|v| v.as_bytes()),
-    ) {
-        Ok(key) => key,
-        Err(e) => return before_body(req, e).await,
-    };
+    let idem =
+        match request::idempotency_key(req.headers().get(IDEMPOTENCY_KEY).map(|v| v.as_bytes())) {
+            Ok(key) => key,
+            Err(e) => return before_body(req, e).await,
+        };
     let body: PurchaseBody = read_json(shard, req).await?;
     if body.quantity < 1 {
         return Err(ApiError::BadRequest("quantity: must be at least 1".into()));
@@ -148,6 +151,7 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
             ticket: ticket.as_deref(),
             pass_expires_ms,
         })
+        .boxed_local()
         .await
         .map_err(|e| {
             tracing::debug!(campaign = id, error = %e, "purchase failed in redis");

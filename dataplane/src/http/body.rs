@@ -1,0 +1,138 @@
+//! Reading a request's body, for a while at most: one small future, written by hand.
+//! Nested `async fn`s (read, wait, race a timer) each kept a copy of what they held, and
+//! every purchase's future came to over a kilobyte and a half, allocated and copied for
+//! each request.
+
+use bytes::{Bytes, BytesMut};
+use glommio::timer::Timer;
+use hyper::body::{Body, Incoming};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use super::ApiError;
+
+/// A refused body is read and dropped up to this much: closing a connection on unread
+/// bytes resets it, and the client could lose the answer.
+const DISCARDED: usize = 64 * 1024;
+
+/// Reads a body within a time limit: its bytes (at most `limit` of them, a body in one
+/// piece not copied), or, discarding, up to [`DISCARDED`] of them dropped. `None` once
+/// the time is up.
+///
+/// Most bodies come with their head, and hyper hands them over on the connection's next
+/// turn: the timer is armed only for a body still on its way after that turn.
+pub struct BodyRead {
+    body: Incoming,
+    /// The bytes kept, or `None` when discarding.
+    keep: Option<Kept>,
+    seen: usize,
+    wait: Duration,
+    first_turn: bool,
+    timer: Option<Timer>,
+}
+
+struct Kept {
+    limit: usize,
+    first: Bytes,
+    joined: BytesMut,
+}
+
+impl BodyRead {
+    /// The body's bytes, at most `limit` of them, within `wait`.
+    pub fn keep(body: Incoming, limit: usize, wait: Duration) -> Self {
+        let keep = Some(Kept {
+            limit,
+            first: Bytes::new(),
+            joined: BytesMut::new(),
+        });
+        BodyRead::new(body, keep, wait)
+    }
+
+    /// Reads and drops what comes of a refused body, for a moment.
+    pub fn discard(body: Incoming) -> Self {
+        BodyRead::new(body, None, Duration::from_millis(50))
+    }
+
+    fn new(body: Incoming, keep: Option<Kept>, wait: Duration) -> Self {
+        BodyRead {
+            body,
+            keep,
+            seen: 0,
+            wait,
+            first_turn: true,
+            timer: None,
+        }
+    }
+
+    /// Takes what has arrived; `Ready` once the body is complete (or has failed, or
+    /// broke its limit).
+    fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Result<Bytes, ApiError>> {
+        loop {
+            // hyper closes a body's channel only on the connection's next turn; a body
+            // read to the end of its declared length need not wait for that.
+            if self.body.is_end_stream() {
+                return Poll::Ready(Ok(self.bytes()));
+            }
+            let frame = match Pin::new(&mut self.body).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => return Poll::Ready(Ok(self.bytes())),
+                Poll::Ready(Some(Ok(frame))) => frame,
+                Poll::Ready(Some(Err(_))) => {
+                    return Poll::Ready(Err(ApiError::BadRequest(
+                        "could not read the request body".into(),
+                    )))
+                }
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            self.seen += data.len();
+            let Some(kept) = &mut self.keep else {
+                if self.seen >= DISCARDED {
+                    return Poll::Ready(Ok(Bytes::new()));
+                }
+                continue;
+            };
+            if self.seen > kept.limit {
+                return Poll::Ready(Err(ApiError::PayloadTooLarge));
+            }
+            if kept.first.is_empty() && kept.joined.is_empty() {
+                kept.first = data;
+            } else {
+                if kept.joined.is_empty() {
+                    kept.joined
+                        .extend_from_slice(&std::mem::take(&mut kept.first));
+                }
+                kept.joined.extend_from_slice(&data);
+            }
+        }
+    }
+
+    fn bytes(&mut self) -> Bytes {
+        match &mut self.keep {
+            Some(k) if k.joined.is_empty() => std::mem::take(&mut k.first),
+            Some(k) => std::mem::take(&mut k.joined).freeze(),
+            None => Bytes::new(),
+        }
+    }
+}
+
+impl Future for BodyRead {
+    type Output = Option<Result<Bytes, ApiError>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Poll::Ready(read) = this.poll_body(cx) {
+            return Poll::Ready(Some(read));
+        }
+        if std::mem::take(&mut this.first_turn) {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let wait = this.wait;
+        let timer = this.timer.get_or_insert_with(|| Timer::new(wait));
+        Pin::new(timer).poll(cx).map(|_| None)
+    }
+}

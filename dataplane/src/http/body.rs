@@ -11,6 +11,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use super::wake::held_back;
 use super::ApiError;
 
 /// A refused body is read and dropped up to this much: closing a connection on unread
@@ -75,7 +76,13 @@ impl BodyRead {
             if self.body.is_end_stream() {
                 return Poll::Ready(Ok(self.bytes()));
             }
-            let frame = match Pin::new(&mut self.body).poll_frame(cx) {
+            // Taking an item wakes the connection for nothing once the body is complete
+            // (see `wake`); while it is not, the wake lets hyper read the rest.
+            let (polled, held) = held_back(|| Pin::new(&mut self.body).poll_frame(cx));
+            if held && !self.body.is_end_stream() {
+                cx.waker().wake_by_ref();
+            }
+            let frame = match polled {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => return Poll::Ready(Ok(self.bytes())),
                 Poll::Ready(Some(Ok(frame))) => frame,

@@ -6,6 +6,7 @@ mod io;
 mod reply;
 pub mod request;
 mod routes;
+mod wake;
 
 pub use reply::ApiError;
 
@@ -85,11 +86,12 @@ where
     B: hyper::body::Body + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let mut conn = pin!(conn);
-    let result = match select(conn.as_mut(), pin!(shutdown)).await {
+    let conn = pin!(conn);
+    let mut conn = wake::Gated::new(conn);
+    let result = match select(&mut conn, pin!(shutdown)).await {
         Either::Left((r, _)) => r,
         Either::Right(((), _)) => {
-            conn.as_mut().graceful_shutdown();
+            conn.get_mut().as_mut().graceful_shutdown();
             conn.await
         }
     };

@@ -18,6 +18,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::OnceLock;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -39,6 +40,17 @@ enum Phase {
 fn coarse_ms() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
     t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000
+}
+
+/// How far [`coarse_ms`] may trail the precise clock timers run on: a tick, and the
+/// milliseconds' truncation. A timer is set this much past the deadline, so that the
+/// coarse clock has reached the deadline by the time it fires.
+fn coarse_lag() -> Duration {
+    static LAG: OnceLock<Duration> = OnceLock::new();
+    *LAG.get_or_init(|| {
+        let tick = rustix::time::clock_getres(rustix::time::ClockId::MonotonicCoarse);
+        Duration::new(tick.tv_sec as u64, tick.tv_nsec as u32) + Duration::from_millis(1)
+    })
 }
 
 /// Where a connection is in its request cycle, shared by the stream and the service.
@@ -116,7 +128,7 @@ impl TimedStream {
             Phase::Head => self.header_timeout,
             Phase::Handling => return None,
         };
-        Some(since + limit.as_millis() as u64)
+        Some(since.saturating_add(limit.as_millis() as u64))
     }
 
     /// Arms the timer for the current deadline; `Ready` once it has passed.
@@ -133,7 +145,7 @@ impl TimedStream {
         if now >= deadline {
             return Poll::Ready(());
         }
-        let left = Duration::from_millis(deadline - now);
+        let left = Duration::from_millis(deadline - now) + coarse_lag();
         if let Some(armed) = &self.timer {
             if now < armed.at && armed.at <= deadline && armed.waker.will_wake(cx.waker()) {
                 return Poll::Pending;

@@ -1,25 +1,24 @@
 //! The connection's waker, which holds back the one wake hyper's body channel sends for
 //! nothing.
 //!
-//! hyper's HTTP/1 connection reads a request's body into a channel, and its reading side
-//! registers the connection task's waker to hear when the channel has room. Taking an
-//! item out of the channel wakes that waker, even when the item was the body's last and
-//! the reading side has let go of the channel: the task is polled once more for nothing,
-//! two polls a request with a body against one without, and a poll costs about half a
-//! microsecond of a shard's time, a twentieth of a refused purchase's. A connection
-//! is therefore polled through a [`Gated`] waker, and a body read inside [`held_back`]
-//! holds back the wakes it causes; the reader wakes the task itself when the body is not
+//! hyper's HTTP/1 connection reads a request's body into a channel; as the channel's
+//! sending side, the connection registers its task's waker to hear when there is room.
+//! Taking an item out wakes that waker, even when the item was the body's last and the
+//! sending side has let go of the channel: the task is polled once more for nothing, a
+//! second poll for every request with a body. A connection is therefore polled through a
+//! [`Gated`] waker, and a body is read inside [`held_back`], which holds back the wakes
+//! it causes and hands them to the reader: the reader passes them on unless the body is
 //! complete, so no wake that matters is lost.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 thread_local! {
-    /// Inside [`held_back`]: whether a wake was held back.
-    static HOLDING: Cell<Option<bool>> = const { Cell::new(None) };
+    /// Inside [`held_back`]: the task whose wake is held back, if one is.
+    static HOLDING: RefCell<Option<Option<Waker>>> = const { RefCell::new(None) };
 }
 
 /// A task's waker, whose wakes [`held_back`] can hold back.
@@ -31,11 +30,13 @@ impl Wake for Gate {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        let held = HOLDING.with(|h| match h.get() {
-            Some(_) => {
-                h.set(Some(true));
+        // One task's wake is held; another's (none comes today) goes through at once.
+        let held = HOLDING.with_borrow_mut(|holding| match holding {
+            Some(slot @ None) => {
+                *slot = Some(self.0.clone());
                 true
             }
+            Some(Some(task)) => task.will_wake(&self.0),
             None => false,
         });
         if !held {
@@ -44,11 +45,23 @@ impl Wake for Gate {
     }
 }
 
-/// Runs `f`, holding back the wakes of [`Gated`] wakers it causes; says whether it did.
-pub fn held_back<T>(f: impl FnOnce() -> T) -> (T, bool) {
-    let outer = HOLDING.replace(Some(false));
+/// Runs `f`, holding back the wakes of [`Gated`] wakers it causes. Returns what `f` gave
+/// and the task a wake was held back for, which the caller wakes unless it knows the
+/// wake was for nothing.
+pub fn held_back<T>(f: impl FnOnce() -> T) -> (T, Option<Waker>) {
+    /// Ends the holding when dropped, on a panic too, and passes on a wake still held.
+    struct Restore(Option<Option<Waker>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(Some(task)) = HOLDING.replace(self.0.take()) {
+                task.wake();
+            }
+        }
+    }
+    let restore = Restore(HOLDING.replace(Some(None)));
     let out = f();
-    let held = HOLDING.replace(outer) == Some(true);
+    let held = HOLDING.with_borrow_mut(|holding| holding.as_mut().and_then(Option::take));
+    drop(restore);
     (out, held)
 }
 
@@ -121,14 +134,18 @@ mod tests {
         registered.wake_by_ref();
         assert_eq!(count.0.load(Relaxed), 1, "an ordinary wake goes through");
 
-        let ((), held) = held_back(|| registered.wake_by_ref());
-        assert!(held);
+        let ((), held) = held_back(|| {
+            registered.wake_by_ref();
+            registered.wake_by_ref();
+        });
         assert_eq!(count.0.load(Relaxed), 1, "held back");
+        held.expect("the task's wake, handed over").wake();
+        assert_eq!(count.0.load(Relaxed), 2, "once, by whoever holds it");
 
         let ((), held) = held_back(|| ());
-        assert!(!held, "nothing to hold back");
+        assert!(held.is_none(), "nothing to hold back");
         registered.wake();
-        assert_eq!(count.0.load(Relaxed), 2, "and through again after");
+        assert_eq!(count.0.load(Relaxed), 3, "and through again after");
     }
 
     #[test]
@@ -136,7 +153,26 @@ mod tests {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let task = Waker::from(count.clone());
         let ((), held) = held_back(|| task.wake_by_ref());
-        assert!(!held);
+        assert!(held.is_none());
         assert_eq!(count.0.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn a_wake_held_when_the_read_panics_is_passed_on() {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let task = Waker::from(count.clone());
+        let mut gated = Gated::new(Register(None));
+        let _ = Pin::new(&mut gated).poll(&mut Context::from_waker(&task));
+        let registered = gated.get_mut().0.take().expect("registered");
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            held_back(|| {
+                registered.wake_by_ref();
+                panic!("a read that fails");
+            })
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(count.0.load(Relaxed), 1, "the held wake went through");
+        registered.wake_by_ref();
+        assert_eq!(count.0.load(Relaxed), 2, "and holding ended");
     }
 }

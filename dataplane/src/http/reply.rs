@@ -235,7 +235,10 @@ impl ApiError {
         type Key = ((usize, usize), (usize, usize), Option<i64>, Option<i64>);
         const KEPT: usize = 64;
         thread_local! {
-            static BODIES: std::cell::RefCell<Vec<(Key, Bytes)>> = const { std::cell::RefCell::new(Vec::new()) };
+            /// The bodies kept, and the next one to give way when all places are taken
+            /// (one per campaign's opening time, say, over many campaigns).
+            static BODIES: std::cell::RefCell<(Vec<(Key, Bytes)>, usize)> =
+                const { std::cell::RefCell::new((Vec::new(), 0)) };
         }
         let body = self.body();
         let (Cow::Borrowed(error), Cow::Borrowed(message)) = (&body.error, &body.message) else {
@@ -248,13 +251,16 @@ impl ApiError {
             body.starts_at_ms,
             body.remaining,
         );
-        BODIES.with_borrow_mut(|kept| {
+        BODIES.with_borrow_mut(|(kept, next)| {
             if let Some((_, bytes)) = kept.iter().find(|(k, _)| *k == key) {
                 return bytes.clone();
             }
             let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()));
             if kept.len() < KEPT {
                 kept.push((key, bytes.clone()));
+            } else {
+                kept[*next] = (key, bytes.clone());
+                *next = (*next + 1) % KEPT;
             }
             bytes
         })
@@ -329,10 +335,24 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_past_the_kept_ones_still_gets_its_own_body() {
-        for remaining in 0..200 {
-            let e = ApiError::NotEnough { remaining };
-            assert_eq!(e.body_bytes(), serialized(&e));
+    fn bodies_past_the_places_kept_take_turns_and_stay_right() {
+        let early = |n: i64| ApiError::NotStarted {
+            starts_at_ms: Some(1_764_000_000_000 + n),
+        };
+        for round in 0..3 {
+            for n in 0..200 {
+                let e = early(n);
+                assert_eq!(e.body_bytes(), serialized(&e), "round {round}, {n}");
+            }
         }
+        // The latest are kept: one seen just now is served from the cache.
+        let e = early(199);
+        let kept = e.body_bytes();
+        assert_eq!(
+            kept.as_ptr(),
+            e.body_bytes().as_ptr(),
+            "shared, not made again"
+        );
+        assert_eq!(kept, serialized(&e));
     }
 }

@@ -109,13 +109,14 @@ fn admit_ip(
     now: Instant,
 ) -> (IpAddr, Result<(), ApiError>) {
     let trusted = &shard.settings.trusted_proxies;
-    // Only a trusted proxy's header counts, and most peers are none.
-    let forwarded = match trusted.contains(&peer) {
-        true => req
-            .headers()
+    // Only a trusted proxy's header counts (`client_ip` checks again), and most peers
+    // are none: the header is not looked for.
+    let forwarded = if trusted.contains(&peer) {
+        req.headers()
             .get(X_FORWARDED_FOR)
-            .and_then(|v| v.to_str().ok()),
-        false => None,
+            .and_then(|v| v.to_str().ok())
+    } else {
+        None
     };
     let ip = guard::client_ip(peer, forwarded, trusted);
     let checked = shard.guard.borrow_mut().check_ip(ip, now);

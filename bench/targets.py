@@ -71,9 +71,11 @@ def main():
                    f"node's time (user and system ticks in /proc) puts more of the gap in user "
                    f"time than the profile does, and the profile's largest kernel symbol "
                    f"(`_raw_spin_unlock_irqrestore`) is where samples held while interrupts were "
-                   f"off land. The node's share is spread thin over hyper's body channel (a waker "
-                   f"each way), the larger head, the token lookup, the JSON body and clock reads, "
-                   f"none above 0.1 µs. ")
+                   f"off land. The node's share is spread thin over the larger head hyper parses, "
+                   f"hyper's body channel (a waker each way), the token lookup, the JSON body, "
+                   f"the verdict, the answer and clock reads, none above 0.1 µs; the second poll "
+                   f"of the connection that the body channel caused for every request with a "
+                   f"body is held back (`dataplane/src/http/wake.rs`). ")
         else:
             why = ("The profile (`bench/profile.sh`) did not run: where the gap goes is not "
                    "measured here. ")

@@ -123,13 +123,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_gated_waker_wakes_the_task_except_inside_held_back() {
+    /// A task's waker that counts its wakes, and the waker a future polled through
+    /// [`Gated`] on that task registers.
+    fn gated_task() -> (Arc<Count>, Waker) {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let task = Waker::from(count.clone());
         let mut gated = Gated::new(Register(None));
         let _ = Pin::new(&mut gated).poll(&mut Context::from_waker(&task));
         let registered = gated.get_mut().0.take().expect("registered");
+        (count, registered)
+    }
+
+    #[test]
+    fn a_gated_waker_wakes_the_task_except_inside_held_back() {
+        let (count, registered) = gated_task();
 
         registered.wake_by_ref();
         assert_eq!(count.0.load(Relaxed), 1, "an ordinary wake goes through");
@@ -159,11 +166,7 @@ mod tests {
 
     #[test]
     fn a_wake_held_when_the_read_panics_is_passed_on() {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let task = Waker::from(count.clone());
-        let mut gated = Gated::new(Register(None));
-        let _ = Pin::new(&mut gated).poll(&mut Context::from_waker(&task));
-        let registered = gated.get_mut().0.take().expect("registered");
+        let (count, registered) = gated_task();
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             held_back(|| {
                 registered.wake_by_ref();

@@ -14,8 +14,12 @@ use seckill_core::api;
 pub type Reply = Response<Full<Bytes>>;
 
 pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Reply {
-    let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
-    json_bytes(status, Bytes::from(bytes))
+    json_bytes(status, to_json(body))
+}
+
+/// A body's JSON; `{}` for one that does not serialize (none of ours fails).
+fn to_json<T: Serialize>(body: &T) -> Bytes {
+    Bytes::from(serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec()))
 }
 
 fn json_bytes(status: StatusCode, bytes: Bytes) -> Reply {
@@ -242,7 +246,7 @@ impl ApiError {
         }
         let body = self.body();
         let (Cow::Borrowed(error), Cow::Borrowed(message)) = (&body.error, &body.message) else {
-            return Bytes::from(serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()));
+            return to_json(&body);
         };
         let text = |t: &str| (t.as_ptr() as usize, t.len());
         let key = (
@@ -255,7 +259,7 @@ impl ApiError {
             if let Some((_, bytes)) = kept.iter().find(|(k, _)| *k == key) {
                 return bytes.clone();
             }
-            let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()));
+            let bytes = to_json(&body);
             if kept.len() < KEPT {
                 kept.push((key, bytes.clone()));
             } else {

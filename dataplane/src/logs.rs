@@ -11,7 +11,8 @@ use serde_json::{Map, Value};
 use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
-use std::pin::pin;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_log::NormalizeEvent;
@@ -26,14 +27,34 @@ thread_local! {
     static REQUEST: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-/// Runs `fut` as the request `id`: every line it logs names the id.
-pub async fn in_request<F: Future>(id: &str, fut: F) -> F::Output {
-    let mut fut = pin!(fut);
-    std::future::poll_fn(|cx| {
-        let _scope = Scope::enter(id);
-        fut.as_mut().poll(cx)
-    })
-    .await
+/// Runs `fut` as the request `id`: every line it logs names the id, which comes back
+/// with the output.
+pub fn in_request<F: Future>(id: String, fut: F) -> InRequest<F> {
+    InRequest { id, fut }
+}
+
+pin_project_lite::pin_project! {
+    /// A request's future polled under its id ([`in_request`]). One struct, not an
+    /// `async fn`: every request's future is moved into hyper, and an `async fn` that
+    /// takes a future keeps it twice, once as it came and once as it runs.
+    pub struct InRequest<F> {
+        id: String,
+        #[pin]
+        fut: F,
+    }
+}
+
+impl<F: Future> Future for InRequest<F> {
+    type Output = (F::Output, String);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let polled = {
+            let _scope = Scope::enter(this.id);
+            this.fut.poll(cx)
+        };
+        polled.map(|out| (out, std::mem::take(this.id)))
+    }
 }
 
 /// The request's id in the thread's slot until dropped; then whatever was there before
@@ -292,7 +313,7 @@ mod tests {
 
     /// A request that logs before and after it waits, and a line logged after it.
     fn a_request() {
-        futures::executor::block_on(in_request("trace-1", async {
+        futures::executor::block_on(in_request("trace-1".into(), async {
             tracing::warn!(campaign = "c", "before");
             let mut once = true;
             std::future::poll_fn(|cx| {

@@ -128,24 +128,24 @@ type Body = http_body_util::Either<Full<Bytes>, routes::events::Events>;
 
 /// Answers one request; every line it logs names its id, which goes back in
 /// `X-Request-Id`.
-async fn respond(shard: Rc<Shard>, req: Request<Incoming>, peer: IpAddr) -> hyper::Response<Body> {
+///
+/// Every request's future is moved into hyper and kept there while it runs, so it is
+/// kept small: one `async fn` ([`answer`]) under a struct, and the routes that wait
+/// boxed. Nested `async fn`s, each holding the next one's future, would make it
+/// kilobytes.
+fn respond(
+    shard: Rc<Shard>,
+    req: Request<Incoming>,
+    peer: IpAddr,
+) -> impl Future<Output = hyper::Response<Body>> {
     let id = request_id(&shard, &req);
-    let mut response = crate::logs::in_request(&id, async {
-        if req.method() == hyper::Method::GET && req.uri().path().ends_with("/events") {
-            if let Ok(Route::Events(campaign)) = Route::of(req.method(), req.uri().path()) {
-                return open_events(&shard, &req, campaign, peer);
-            }
+    crate::logs::in_request(id, answer(shard, req, peer)).map(|(mut response, id)| {
+        // The id's own bytes become the header value, without a copy.
+        if let Ok(v) = hyper::header::HeaderValue::try_from(id) {
+            response.headers_mut().insert(X_REQUEST_ID, v);
         }
-        answer(&shard, req, peer)
-            .await
-            .map(http_body_util::Either::Left)
+        response
     })
-    .await;
-    // The id's own bytes become the header value, without a copy.
-    if let Ok(v) = hyper::header::HeaderValue::try_from(id) {
-        response.headers_mut().insert(X_REQUEST_ID, v);
-    }
-    response
 }
 
 /// Opens an event stream, past the same IP guard as every request.
@@ -193,12 +193,27 @@ fn request_id(shard: &Shard, req: &Request<Incoming>) -> String {
     }
 }
 
-/// Answers a request past the IP guard, and counts the answer.
-async fn answer(shard: &Shard, req: Request<Incoming>, peer: IpAddr) -> Reply {
+/// Answers a request (an event stream's opening aside, past the IP guard), and counts
+/// the answer.
+async fn answer(shard: Rc<Shard>, req: Request<Incoming>, peer: IpAddr) -> hyper::Response<Body> {
+    if req.method() == hyper::Method::GET && req.uri().path().ends_with("/events") {
+        if let Ok(Route::Events(campaign)) = Route::of(req.method(), req.uri().path()) {
+            return open_events(&shard, &req, campaign, peer);
+        }
+    }
     let start = Instant::now();
-    let (ip, checked) = admit_ip(shard, &req, peer, start);
-    let (name, result) = match checked {
-        Ok(()) => dispatch(shard, req).await,
+    let (ip, checked) = admit_ip(&shard, &req, peer, start);
+    // The route borrows the path, and the request goes to the route.
+    let path = req.uri().path().to_string();
+    let routed = checked.and_then(|()| Route::of(req.method(), &path));
+    let (name, result) = match routed {
+        Ok(route) => {
+            let answer = match dispatch(&shard, route, req) {
+                Step::Now(answer) => answer,
+                Step::Waits(answer) => answer.await,
+            };
+            (route.endpoint(), answer)
+        }
         Err(refused) => (Endpoint::Other, Err(refused)),
     };
     let outcome = match &result {
@@ -206,53 +221,48 @@ async fn answer(shard: &Shard, req: Request<Incoming>, peer: IpAddr) -> Reply {
         Err(e) => e.outcome(),
     };
     shard.answered(name, outcome, start.elapsed());
-    result.unwrap_or_else(|e| refusal(shard, ip, e))
+    let reply = result.unwrap_or_else(|e| refusal(&shard, ip, e));
+    reply.map(http_body_util::Either::Left)
 }
 
-/// Answers a request; its endpoint comes along for telemetry (`Other` for a path that is
-/// no route).
-async fn dispatch(shard: &Shard, req: Request<Incoming>) -> (Endpoint, Result<Reply, ApiError>) {
-    let path = req.uri().path().to_string();
-    let route = match Route::of(req.method(), &path) {
-        Ok(r) => r,
-        Err(e) => return (Endpoint::Other, Err(e)),
-    };
+/// A route's answer: given at once, or a future for one that waits on Redis, a body or
+/// a clock.
+enum Step<'a> {
+    Now(Result<Reply, ApiError>),
+    Waits(futures::future::LocalBoxFuture<'a, Result<Reply, ApiError>>),
+}
+
+/// Hands a request to its route. A route that waits is boxed. Held inline, the largest
+/// of them would set the size of every request's future (kilobytes, even for
+/// `/api/time`), copied over again each time the future moves on its way into hyper.
+fn dispatch<'a>(shard: &'a Shard, route: Route<'a>, req: Request<Incoming>) -> Step<'a> {
     if route.reads_campaigns() {
         if let Err(e) = starting(shard) {
-            return (route.endpoint(), Err(e));
+            return Step::Now(Err(e));
         }
     }
-    // A route that waits is boxed. Unboxed, the largest of them would set the size of
-    // every request's future (kilobytes, even for `/api/time`), copied over again each
-    // time the future moves on its way into hyper.
-    let answer = match route {
-        Route::Time => routes::time::get(),
-        Route::Session => routes::session::post(shard, req).boxed_local().await,
-        Route::Campaigns => routes::campaigns::list(shard),
-        Route::Campaign(id) => routes::campaigns::get(shard, id),
-        Route::Purchase(id) => routes::purchase::post(shard, id, req).boxed_local().await,
-        Route::Challenge(id) => {
-            routes::challenge::challenge(shard, id, req)
-                .boxed_local()
-                .await
+    let waits = match route {
+        Route::Time => return Step::Now(routes::time::get()),
+        Route::Campaigns => return Step::Now(routes::campaigns::list(shard)),
+        Route::Campaign(id) => return Step::Now(routes::campaigns::get(shard, id)),
+        Route::Page(id) => return Step::Now(routes::page::page(id, &req)),
+        Route::Asset(name) => return Step::Now(routes::page::asset(name, &req)),
+        Route::Description => return Step::Now(Ok(routes::page::description(&req))),
+        // Streams are opened in `answer`, which owns the shard's handle they keep.
+        Route::Events(_) => return Step::Now(Err(ApiError::NotFound)),
+        Route::Session => routes::session::post(shard, req).boxed_local(),
+        Route::Purchase(id) => routes::purchase::post(shard, id, req).boxed_local(),
+        Route::Challenge(id) => routes::challenge::challenge(shard, id, req).boxed_local(),
+        Route::Ticket(id) => routes::challenge::ticket(shard, id, req).boxed_local(),
+        Route::Order(id) => routes::orders::get(shard, id, req).boxed_local(),
+        Route::Pay(id) => routes::pay::post(shard, id, req).boxed_local(),
+        Route::Download(token) => routes::download::get(shard, token).boxed_local(),
+        Route::Queue(id, true) => routes::queue::join(shard, id, req).boxed_local(),
+        Route::Queue(id, false) => {
+            async move { routes::queue::look(shard, id, &req).await }.boxed_local()
         }
-        Route::Ticket(id) => {
-            routes::challenge::ticket(shard, id, req)
-                .boxed_local()
-                .await
-        }
-        Route::Order(id) => routes::orders::get(shard, id, req).boxed_local().await,
-        Route::Pay(id) => routes::pay::post(shard, id, req).boxed_local().await,
-        Route::Download(token) => routes::download::get(shard, token).boxed_local().await,
-        Route::Page(id) => routes::page::page(id, &req),
-        Route::Asset(name) => routes::page::asset(name, &req),
-        Route::Description => Ok(routes::page::description(&req)),
-        Route::Queue(id, true) => routes::queue::join(shard, id, req).boxed_local().await,
-        Route::Queue(id, false) => routes::queue::look(shard, id, &req).boxed_local().await,
-        // Streams are opened in `respond`, which owns the shard's handle they keep.
-        Route::Events(_) => Err(ApiError::NotFound),
     };
-    (route.endpoint(), answer)
+    Step::Waits(waits)
 }
 
 /// Refuses, until the shard has read the campaigns, what would otherwise be answered

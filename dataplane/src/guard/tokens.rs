@@ -3,13 +3,15 @@
 //! what authenticating a request costs.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 /// Tokens whose signature held, each with the user it names and its expiry. Nothing else
 /// gets in, so a forged token is checked in full every time; a full cache is emptied, so
-/// it never holds more than its capacity.
+/// it never holds more than its capacity. A user's name is shared with the requests
+/// that carry the token, not copied for each.
 #[derive(Debug)]
 pub struct VerifiedTokens {
-    tokens: HashMap<Box<str>, (String, i64)>,
+    tokens: HashMap<Box<str>, (Rc<str>, i64)>,
     capacity: usize,
 }
 
@@ -22,23 +24,22 @@ impl VerifiedTokens {
     }
 
     /// The user `token` names, if it was verified here and has not expired by `now_ms`.
-    pub fn user(&self, token: &str, now_ms: i64) -> Option<&str> {
+    pub fn user(&self, token: &str, now_ms: i64) -> Option<Rc<str>> {
         self.tokens
             .get(token)
             .filter(|(_, expires)| *expires > now_ms)
-            .map(|(user, _)| user.as_str())
+            .map(|(user, _)| user.clone())
     }
 
     /// Keeps a token whose signature held, until `expires_ms`.
-    pub fn insert(&mut self, token: &str, user: &str, expires_ms: i64) {
+    pub fn insert(&mut self, token: &str, user: Rc<str>, expires_ms: i64) {
         if self.capacity == 0 {
             return;
         }
         if self.tokens.len() >= self.capacity {
             self.tokens.clear();
         }
-        self.tokens
-            .insert(token.into(), (user.to_string(), expires_ms));
+        self.tokens.insert(token.into(), (user, expires_ms));
     }
 }
 
@@ -49,8 +50,8 @@ mod tests {
     #[test]
     fn a_token_is_known_until_it_expires() {
         let mut t = VerifiedTokens::new(4);
-        t.insert("tok", "alice", 100);
-        assert_eq!(t.user("tok", 99), Some("alice"));
+        t.insert("tok", "alice".into(), 100);
+        assert_eq!(t.user("tok", 99).as_deref(), Some("alice"));
         assert_eq!(t.user("tok", 100), None);
         assert_eq!(t.user("other", 0), None);
     }
@@ -59,12 +60,12 @@ mod tests {
     fn it_never_holds_more_than_its_capacity() {
         let mut t = VerifiedTokens::new(2);
         for n in 0..5 {
-            t.insert(&format!("tok{n}"), "u", 100);
+            t.insert(&format!("tok{n}"), "u".into(), 100);
             assert!(t.tokens.len() <= 2);
         }
-        assert_eq!(t.user("tok4", 0), Some("u"));
+        assert_eq!(t.user("tok4", 0).as_deref(), Some("u"));
         let mut off = VerifiedTokens::new(0);
-        off.insert("tok", "u", 100);
+        off.insert("tok", "u".into(), 100);
         assert_eq!(off.user("tok", 0), None);
     }
 }

@@ -73,7 +73,7 @@ pub async fn challenge(shard: &Shard, id: &str, req: Request<Incoming>) -> Resul
     let t = &shard.settings.tickets;
     let challenge_id = random_hex(16);
     let c = Challenge {
-        user,
+        user: user.to_string(),
         prefix: random_hex(8),
         difficulty: t.difficulty,
     };
@@ -106,7 +106,7 @@ pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<R
         .await
         .map_err(unavailable)?
         .ok_or(ApiError::ChallengeInvalid)?;
-    if c.user != user || !pow::solves(&c.prefix, &s.nonce, c.difficulty) {
+    if *c.user != *user || !pow::solves(&c.prefix, &s.nonce, c.difficulty) {
         return Err(ApiError::ChallengeInvalid);
     }
     let t = &shard.settings.tickets;
@@ -115,7 +115,7 @@ pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<R
         &shard.settings.secret,
         &Ticket {
             campaign: id.to_string(),
-            user: user.clone(),
+            user: user.to_string(),
             id: random_hex(12),
         },
         expires,

@@ -30,7 +30,7 @@ pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Repl
         .await
         .and_then(items)
         .map_err(|_| ApiError::Unavailable)?;
-    if text(fields.first()).as_deref() != Some(user.as_str()) {
+    if text(fields.first()).as_deref() != Some(&*user) {
         return Err(ApiError::NotFound);
     }
     let status = text(fields.get(2)).unwrap_or_default();
@@ -38,7 +38,7 @@ pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Repl
     let mut body = api::Order {
         order_id: id.into(),
         campaign_id: oid.campaign.into(),
-        user_id: user.into(),
+        user_id: user.to_string().into(),
         quantity: int(fields.get(1)).unwrap_or(0),
         status: status.into(),
         pay_by_ms: int(fields.get(3)).unwrap_or(0),

@@ -126,7 +126,7 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
             .and_then(|t| pow::verify_ticket_until(&shard.settings.secret, t, crate::now_ms()).ok())
             .filter(|(t, _)| {
                 let pass = queue::is_pass(&t.id);
-                t.campaign == id && t.user == user && pass == pass_ttl_s.is_some()
+                t.campaign == id && *t.user == *user && pass == pass_ttl_s.is_some()
             });
         let Some((t, expires_ms)) = verified else {
             let refusal = ApiError::TicketInvalid;

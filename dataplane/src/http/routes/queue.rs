@@ -143,7 +143,7 @@ pub async fn join(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
         body.ticket
             .as_deref()
             .and_then(|t| pow::verify_ticket(&shard.settings.secret, t, crate::now_ms()).ok())
-            .filter(|t| t.campaign == id && t.user == user && !queue::is_pass(&t.id))
+            .filter(|t| t.campaign == id && *t.user == *user && !queue::is_pass(&t.id))
             .ok_or(ApiError::TicketInvalid)?;
     }
     let look = shard

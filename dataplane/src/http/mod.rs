@@ -293,7 +293,7 @@ fn authenticate(shard: &Shard, req: &Request<Incoming>) -> Result<Rc<str>, ApiEr
     let header = req.headers().get(hyper::header::AUTHORIZATION);
     let token = request::bearer(header.map(|h| h.as_bytes()))?;
     let s = &shard.settings;
-    let now_ms = crate::now_ms();
+    let now_ms = crate::clock::coarse_now_ms();
     let known = shard.tokens.borrow().user(token, now_ms);
     let user = match known {
         Some(user) => user,

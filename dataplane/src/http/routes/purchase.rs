@@ -16,7 +16,8 @@ use seckill_core::{api, queue};
 
 /// Within this long of the opening or the end, the shard leaves the verdict to the
 /// purchase script, which reads Redis's clock: the shard's own is corrected to Redis's
-/// only to within half a round trip (see [`crate::clock`]).
+/// only to within half a round trip (see [`crate::clock`]), and read coarsely, a tick
+/// behind.
 const EDGE_MS: i64 = 50;
 
 fn held(order_id: &str, pay_by_ms: i64) -> Reply {
@@ -76,7 +77,7 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
     let (partitions, limit, needs_ticket, pass_ttl_s, refusal) = shard
         .with_campaign(id, |v| {
             let c = &v.campaign;
-            let now = crate::now_ms();
+            let now = crate::clock::coarse_now_ms();
             let refusal = match c.state {
                 State::Draft | State::Arming => Some(ApiError::UnknownCampaign),
                 State::Armed => Some(ApiError::NotStarted {

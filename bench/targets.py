@@ -56,9 +56,19 @@ def main():
             figure += (f"; the runtime's floor, a fixed answer with no HTTP library, {floor / nginx:.2f}× "
                        f"nginx, and with hyper {floor_hyper / nginx:.2f}×")
         figure += ")"
-        if time_cpu and all(c for _, c in costs):
-            figure += ("; in the node's CPU a request, `/api/time`'s over the refusal's: "
-                       + ", ".join(f"{n} {time_cpu / c:.2f}×" for n, c in costs))
+        # On a machine where wrk, on the other core, is the limit, every rate nears
+        # nginx's and the ratios of rates say little: the server's CPU a request must
+        # meet the same ratios.
+        nginx_cpu = cpu("nginx return 200")
+        cpu_met = bool(time_cpu and nginx_cpu and all(c for _, c in costs))
+        if cpu_met:
+            figure += ("; in the server's CPU a request, `/api/time`'s and nginx's over the "
+                       "refusal's: " + ", ".join(f"{n} **{time_cpu / c:.2f}×** and **{nginx_cpu / c:.2f}×**"
+                                                 for n, c in costs))
+            cpu_met = all(time_cpu / c >= 0.9 and nginx_cpu / c >= 0.75 for _, c in costs)
+        if time / nginx >= 0.95:
+            figure += (f" (`/api/time` at {time / nginx:.2f}× nginx: wrk was near its own limit, "
+                       f"so the CPU ratios are the ones that tell)")
         profiled = printed(runs, "bench/profile.sh")
         part = lambda name: number(rf"^{name}\s+[0-9.]+\s+[0-9.]+\s+([+-][0-9.]+)", profiled)
         node_part, kernel_part, all_part = part("the node's code"), part("kernel"), part("in all")
@@ -96,7 +106,7 @@ def main():
                     f"telemetry, then the token, the JSON and the answer), a fraction of a µs each "
                     f"in the profile, and the kernel's extra above.")
         rows.append(row("refusals on the shard ≥ 0.9× `GET /api/time` and ≥ 0.75× nginx `return 200`, 1 shard",
-                        figure, low_time >= 0.9 and low_nginx >= 0.75, why))
+                        figure, low_time >= 0.9 and low_nginx >= 0.75 and cpu_met, why))
     else:
         rows.append("| refusals on the shard | not in this run | missed | |")
 
@@ -228,6 +238,8 @@ def main():
     print(SCRIPT_MOVED)
     print()
     print(REFUSALS_MOVED)
+    print()
+    print(REQUEST_FUTURE_MOVED)
 
 
 # What the launch's off-CPU evidence showed before the change it led to, and after: the
@@ -256,5 +268,21 @@ instructions an order (0.49× → 0.43× v1), 4 a call 119,183 → 112,680 (0.64
 # What the refusals' path shed, measured on the node before and after side by side.
 REFUSALS_MOVED = """**What moved in the refusals.** The node before (66b42d7) and after, side by side on one Redis, `wrk -t1 -c64 -d3s` on each in turn, 8 rounds: a sold-out purchase's node CPU fell from 13.1-13.5 to 10.9-11.2 µs a request in the rounds where the machine ran at one speed (-16%), a not-started one from 13.2-13.9 to 11.0-11.9 µs, and `/api/time`'s by a few per cent. What went: a second poll of the connection for every request with a body (hyper's body channel wakes the connection after each item it hands over; counted, 2.0 polls a purchase before and 1.0 after, 1.0 a `GET` throughout, and one poll added to a `GET` costs it 0.5 µs here); a purchase's future of 1,648 bytes, allocated and copied for every request, now 1,008 (a hand-written body reader, and Redis calls' futures boxed where they are made); the refusal's JSON serialized every time; header names parsed at every lookup; a `format!` for each request's id; the precise clock read for the connection's deadlines."""
 
+# What a smaller request future and fewer copies and clock reads changed, measured on
+# the node before and after side by side.
+REQUEST_FUTURE_MOVED = """**What moved in the refusals, again.** The node before (acf3b13) and after, side by \
+side on one Redis, wrk on one core and both nodes on the other, `wrk -t1 -c64 -d3s` on \
+each in turn, 8 rounds, medians of the node's CPU a request: a sold-out purchase 10.25 → \
+9.24 µs (user time 3.24 → 2.96), a not-started one 9.56 → 9.25 µs (3.14 → 2.96), \
+`/api/time` 8.76 → 8.55 µs (2.30 → 2.09). What went: the future each request hands \
+hyper was 10,776 bytes (the request id's scope, an `async fn`, held the answer's future, \
+whose `async fn` held the route's, each with its own copy of the request), and hyper \
+moves it on its way in: the copies (`memmove`, `Pin::set`) took about 0.5 µs of a \
+refusal in the profile. It is now 592 bytes, one `async` block under a pin-projected struct, with the \
+routes that wait boxed. Then a copy of the user's name a request (the token cache shares \
+it), a copy of the path, and two precise clock reads (a token's expiry and the shard's \
+verdict on a sale read the coarse clock)."""
+
 if __name__ == "__main__":
     main()
+

@@ -8,7 +8,7 @@
 # With RATE `search`, the maximum sustainable rate is searched for first (doubling, then
 # halving the gap: a rate is sustained when it is answered in full, ≥ 97% of what was
 # offered, nothing unsent or unanswered, and purchase p99 under 100 ms), and the launch
-# is then measured at 80% of it. The measured launch runs LAUNCHES times (3), and the
+# is then measured at 80% of it. The measured launch runs LAUNCHES times (5), and the
 # target is judged on the medians of their p99 and p99.9.
 #
 #   bench/launch.sh [SHARDS] [RATE|search]
@@ -128,9 +128,9 @@ cat "$work/summary.txt"
 cp "$work/sim.cpu" "$work/sim-1.cpu"
 cp "$work/report.json" "$work/report-1.json"
 cp "$work/tcp" "$work/tcp-1"
-# The same launch again (LAUNCHES in all, 3 unless set): its tail moves from run to run on
+# The same launch again (LAUNCHES in all, 5 unless set): its tail moves from run to run on
 # a shared machine, so the target is judged on the medians, as every other figure here.
-launches=${LAUNCHES:-3}
+launches=${LAUNCHES:-5}
 for i in $(seq 2 "$launches"); do
   launch "$rate"
   cp "$work/report.json" "$work/report-$i.json"

@@ -29,7 +29,9 @@ run() {
   echo
 } > "$out.head"
 : > "$out.new"
-run bench/http-ceiling.sh 1 "$rounds" "$secs"
+# The refusals' target is judged on this one: twice the rounds and one, as this machine's
+# speed changes from minute to minute and a median of three follows it.
+run bench/http-ceiling.sh 1 "$((rounds * 2 + 1))" "$secs"
 run bench/http-ceiling.sh 2 "$rounds" "$secs"
 run bench/script-cost.sh "$rounds" 40000
 run bench/script-instructions.sh 4096

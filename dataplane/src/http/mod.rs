@@ -130,7 +130,7 @@ type Body = http_body_util::Either<Full<Bytes>, routes::events::Events>;
 /// `X-Request-Id`.
 ///
 /// Every request's future is moved into hyper and kept there while it runs, so it is
-/// kept small: one `async fn` ([`answer`]) under a struct, and the routes that wait
+/// kept small: one `async` block ([`answer`]) under a struct, and the routes that wait
 /// boxed. Nested `async fn`s, each holding the next one's future, would make it
 /// kilobytes.
 fn respond(

@@ -38,7 +38,7 @@ pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Repl
     let mut body = api::Order {
         order_id: id.into(),
         campaign_id: oid.campaign.into(),
-        user_id: user.to_string().into(),
+        user_id: (*user).into(),
         quantity: int(fields.get(1)).unwrap_or(0),
         status: status.into(),
         pay_by_ms: int(fields.get(3)).unwrap_or(0),

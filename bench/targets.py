@@ -60,8 +60,8 @@ def main():
         # nginx's and the ratios of rates say little: the server's CPU a request must
         # meet the same ratios.
         nginx_cpu = cpu("nginx return 200")
-        cpu_met = bool(time_cpu and nginx_cpu and all(c for _, c in costs))
-        if cpu_met:
+        cpu_met = False
+        if time_cpu and nginx_cpu and all(c for _, c in costs):
             figure += ("; in the server's CPU a request, `/api/time`'s and nginx's over the "
                        "refusal's: " + ", ".join(f"{n} **{time_cpu / c:.2f}×** and **{nginx_cpu / c:.2f}×**"
                                                  for n, c in costs))

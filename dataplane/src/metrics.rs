@@ -18,7 +18,7 @@ pub struct ShardMetrics {
     latency: Vec<Histo>,
     redis: Histo,
     /// Purchase script calls, and the purchases they carried (several wait for one call
-    /// of their partition when it is busy).
+    /// of their partition while its calls are on their way).
     purchase_calls: AtomicU64,
     purchases_called: AtomicU64,
     /// How long the shoppers this shard's admission let through had waited in line.

@@ -72,6 +72,12 @@ const PATIENT_ROUNDS: usize = 4;
 /// Most purchases one call carries; more wait for the next.
 const MOST_IN_A_CALL: usize = 64;
 
+/// Calls of one lane on their way at once. With one, Redis waits while the shard answers
+/// a call's shoppers and reads the next ones', and the shard waits while Redis runs the
+/// call; with two, each works while the other does. The link keeps them in order, so the
+/// calls still come back in the order they were made.
+const CALLS_IN_FLIGHT: u8 = 2;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Attempt {
     Done(Purchase),
@@ -145,10 +151,10 @@ struct Waiting {
     answer: oneshot::Sender<Result<Attempt, StoreError>>,
 }
 
-/// A partition's lane: whether a call of it is on its way, and who waits for the next.
+/// A partition's lane: how many of its calls are on their way, and who waits for the next.
 #[derive(Default)]
 struct Lane {
-    busy: bool,
+    calls: u8,
     waiting: VecDeque<Waiting>,
 }
 
@@ -230,8 +236,8 @@ impl Store {
         Ok(Purchase::Contended)
     }
 
-    /// One try on the partition, in its lane: sent at once when the lane is free, else
-    /// with the others waiting when the call on its way comes back.
+    /// One try on the partition, in its lane: sent at once when the lane has room for
+    /// another call, else with the others waiting when a call on its way comes back.
     async fn attempt(
         &self,
         keys: &PartitionKeys,
@@ -239,18 +245,20 @@ impl Store {
         req: &PurchaseRequest<'_>,
     ) -> Result<Attempt, StoreError> {
         let (answer, answered) = oneshot::channel();
-        let idle = {
+        let room = {
             let mut lanes = self.lanes.0.lanes.borrow_mut();
             let lane = lanes.entry(keys.tag().to_string()).or_default();
             lane.waiting.push_back(Waiting {
                 purchase: Queued::of(req),
                 answer,
             });
-            !std::mem::replace(&mut lane.busy, true)
+            let room = lane.calls < CALLS_IN_FLIGHT;
+            lane.calls += u8::from(room);
+            room
         };
-        if idle {
-            // The lane's calls are made by a task of its own, which no shopper leaving
-            // can cancel halfway, and which ends when nobody waits.
+        if room {
+            // Each of the lane's calls is made by a task of its own, which no shopper
+            // leaving can cancel halfway, and which ends when nobody waits.
             let (store, keys, campaign) = (self.clone(), keys.clone(), req.campaign.to_string());
             glommio::spawn_local(
                 async move { while store.call_lane(&keys, p, &campaign).await {} },
@@ -311,7 +319,7 @@ impl Store {
     }
 
     /// Sends the lane's waiting purchases as one call and answers each. `false` when
-    /// nobody was waiting: the lane is then gone.
+    /// nobody was waiting: the task ends, and with its last task the lane.
     async fn call_lane(&self, keys: &PartitionKeys, p: u32, campaign: &str) -> bool {
         let (purchases, answers): (Vec<Queued>, Vec<_>) = {
             let mut lanes = self.lanes.0.lanes.borrow_mut();
@@ -319,7 +327,10 @@ impl Store {
                 return false;
             };
             if lane.waiting.is_empty() {
-                lanes.remove(keys.tag());
+                lane.calls -= 1;
+                if lane.calls == 0 {
+                    lanes.remove(keys.tag());
+                }
                 return false;
             }
             let n = lane.waiting.len().min(MOST_IN_A_CALL);

@@ -289,10 +289,10 @@ LANES_MOVED = """**What moved in the purchase path.** A partition's lane made on
 time: Redis waited while the shard answered a call's shoppers and read the next ones', \
 and the shard waited while Redis ran the call. It now keeps two calls on their way (the \
 link answers in order, so they come back in the order they were made). The node before \
-(5790812) and after, `bench/redis-ceiling.sh 1 5 1` on each in turn, 4 rounds, on a day \
-this machine ran slower than in the run below: purchases a second 18,585 17,705 20,242 \
+(5790812) and after, `bench/redis-ceiling.sh 1 5 1` on each in turn, 4 rounds, the same evening \
+as the run below: purchases a second 18,585 17,705 20,242 \
 16,894 before, 21,732 19,847 18,689 20,160 after (medians 18,145 → 20,004, +10%); the \
-node's CPU a purchase 35.3 → 31.6 µs (medians), Redis's 18.8-20.2 µs before and \
+node's CPU a purchase 35.3 → 31.6 µs (medians), Redis's 18.2-20.2 µs before and \
 18.2-19.8 after. Four calls on their way (tried, two rounds) did no better than two. \
 The allocator was tried too: mimalloc took a quarter off the node's CPU a purchase on \
 this path, and made the pinned launch's p99 four times longer (98-157 ms against \

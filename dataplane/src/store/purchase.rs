@@ -151,7 +151,8 @@ struct Waiting {
     answer: oneshot::Sender<Result<Attempt, StoreError>>,
 }
 
-/// A partition's lane: how many of its calls are on their way, and who waits for the next.
+/// A partition's lane: the tasks making its calls (each makes one call at a time, and at
+/// most [`CALLS_IN_FLIGHT`] run), and who waits for the next call.
 #[derive(Default)]
 struct Lane {
     calls: u8,

@@ -456,6 +456,23 @@ fn reconciliation_finds_planted_faults_and_repairs_only_what_it_may() {
     assert!(out.contains("conservation"), "{out}");
     let o = cli(&["--repair"]);
     assert_eq!(o.status.code(), Some(1), "repair must not invent stock");
+
+    // A file no worker has made a store of: named, with what it lacks, and not touched.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let blank = dir.path().join("blank.sqlite");
+    std::fs::write(&blank, b"").expect("blank file");
+    let o = Command::new(env!("CARGO_BIN_EXE_seckill-dataplane"))
+        .args(["reconcile", "audit", "--redis", &redis.url(), "--db"])
+        .arg(&blank)
+        .output()
+        .expect("reconcile");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("blank.sqlite") && err.contains("no order tables"),
+        "{err}"
+    );
+    assert_eq!(std::fs::metadata(&blank).expect("blank").len(), 0);
 }
 
 #[test]

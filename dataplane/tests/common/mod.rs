@@ -704,8 +704,14 @@ impl WorkerProc {
             .stdout(Stdio::null())
             .spawn()
             .expect("start worker");
+        let db = dir.path().join(format!("{name}.sqlite"));
+        // Up once its store is made, which it does before it reads any event.
+        wait_until("the worker's order store", Duration::from_secs(20), || {
+            seckill_dataplane::orders::OrderDb::open_existing(&db)
+                .is_ok_and(|s| s.version().is_ok())
+        });
         WorkerProc {
-            db: dir.path().join(format!("{name}.sqlite")),
+            db,
             _dir: dir,
             child: Some(child),
         }

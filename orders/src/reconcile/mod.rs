@@ -39,6 +39,8 @@ pub enum ReconcileError {
         path: PathBuf,
         source: rusqlite::Error,
     },
+    #[error("order store {0}: no order tables in it yet (a worker makes them when it first opens its store)")]
+    Unmade(PathBuf),
 }
 
 /// An order as Redis records it.
@@ -199,6 +201,9 @@ pub fn reconcile(
             path: path.clone(),
             source,
         })?;
+        if db.version().is_err() {
+            return Err(ReconcileError::Unmade(path.clone()));
+        }
         let rows = db.orders(id).map_err(|source| ReconcileError::Db {
             path: path.clone(),
             source,

@@ -349,6 +349,34 @@ fn a_body_sent_in_pieces_or_chunks_is_read_whole_and_the_connection_serves_on() 
 }
 
 #[test]
+fn a_purchase_whose_client_shuts_its_sending_side_is_still_answered() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 1);
+    open_sale(&redis, &node, spec("halfway", 10, 1, 1));
+    let c = node.client();
+    let mut s = TcpStream::connect(("127.0.0.1", node.port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let body = "{\"quantity\": 1}";
+    let request = format!(
+        "POST /api/campaigns/halfway/purchase HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        c.token("leaving"),
+        body.len()
+    );
+    s.write_all(request.as_bytes()).expect("write");
+    // Nothing more to send: the client says so, and waits for its answer (HTTP/1.1 lets
+    // it; the request in flight is not taken for one abandoned).
+    s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    let (status, answer) = read_response(&mut s);
+    assert_eq!(status, "200", "{answer}");
+    assert!(answer.contains("\"status\":\"held\""), "{answer}");
+    let l = common::ledger_holds(&redis, "halfway");
+    assert!(l.holds(), "{l}");
+    assert_eq!((l.held, l.remaining, l.buyers), (1, 9, 1), "{l}");
+}
+
+#[test]
 fn a_declared_body_over_the_limit_gets_413_before_it_is_sent() {
     let redis = Redis::start();
     let node = Node::start_with(&redis, 1, "[http]\nheader_timeout_ms = 5000\n");

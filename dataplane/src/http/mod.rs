@@ -70,6 +70,12 @@ pub async fn serve_connection(
     let mut builder = http1::Builder::new();
     builder
         .keep_alive(true)
+        // A request is answered even when its client has shut its sending side, as
+        // HTTP/1.1 allows; a client gone altogether is found by the answer's write (a
+        // stream's, by its heartbeat). So hyper does not read while a request runs, a
+        // read that would find the request still holding the read buffer and make the
+        // connection a new one (8 KiB) for every request.
+        .half_close(true)
         .max_headers(h.max_headers)
         .max_header_size(h.max_header_bytes)
         .max_buf_size((h.max_header_bytes + h.max_body_bytes).max(8192));

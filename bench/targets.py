@@ -242,6 +242,8 @@ def main():
     print(REQUEST_FUTURE_MOVED)
     print()
     print(LANES_MOVED)
+    print()
+    print(ALLOCATIONS_MOVED)
 
 
 # What the launch's off-CPU evidence showed before the change it led to, and after: the
@@ -289,8 +291,8 @@ LANES_MOVED = """**What moved in the purchase path.** A partition's lane made on
 time: Redis waited while the shard answered a call's shoppers and read the next ones', \
 and the shard waited while Redis ran the call. It now keeps two calls on their way (the \
 link answers in order, so they come back in the order they were made). The node before \
-(5790812) and after, `bench/redis-ceiling.sh 1 5 1` on each in turn, 4 rounds, the same evening \
-as the run below: purchases a second 18,585 17,705 20,242 \
+(5790812) and after, `bench/redis-ceiling.sh 1 5 1` on each in turn, 4 rounds, on 2026-12-04's \
+machine (an AMD EPYC, slower than this run's): purchases a second 18,585 17,705 20,242 \
 16,894 before, 21,732 19,847 18,689 20,160 after (medians 18,145 → 20,004, +10%); the \
 node's CPU a purchase 35.3 → 31.6 µs (medians), Redis's 18.2-20.2 µs before and \
 18.2-19.8 after. Four calls on their way (tried, two rounds) did no better than two. \
@@ -298,6 +300,28 @@ The allocator was tried too: mimalloc took a quarter off the node's CPU a purcha
 this path, and made the pinned launch's p99 four times longer (98-157 ms against \
 21-41 ms, three launches each, alternating); in the simulator, its own send lag's p99 \
 went from 0.4-2.5 ms to 7-12 ms. Neither uses it."""
+
+ALLOCATIONS_MOVED = """**What moved on the purchase path, again.** glibc's allocator had 23% of \
+the node's samples on the path (`perf record --call-graph dwarf` on the node under the \
+simulator's flat-out load), most of it its slow path, which `calloc` always takes and \
+blocks over 1 KiB take. Two sources: a new shopper's token was decoded twice into zeroed \
+vectors (4.5% of the samples), and hyper, reading mid-request to learn whether the client \
+had left, found the request still holding the connection's read buffer and made it a new \
+one, 8 KiB, for every request (3.5%: `BytesMut::reserve`, `malloc_consolidate`). Tokens are \
+now decoded onto the stack and into a vector made at its length, and connections allow \
+half-closes, so hyper does not read while a request runs: a client that shuts its sending \
+side gets its answer, and one gone altogether is found by the answer's write. The \
+allocator's share fell to 13%. The node before (4f8d989) and after (fad41b1), the same \
+simulator flat out at 256 connections on each in turn, 4 rounds, this run's machine: the \
+node's CPU a purchase 16.05 15.16 13.96 14.09 µs before, 12.19 12.86 12.51 12.35 after \
+(medians 14.6 → 12.4, -15%); purchases a second 44,394 44,404 47,139 47,734 before, \
+53,034 50,786 51,088 51,719 after (+12%). The pinned launch at 19,200/s, five launches \
+each, alternating: p99 medians 10.68 and 11.96 ms, p99.9 27.8 and 27.6 ms, the node's CPU \
+the same: no change there beyond the noise. mimalloc, tried again on the node alone (the \
+simulator on glibc's): the node's user CPU a purchase 9.6 → 6.9 µs (medians of 3 rounds), and the pinned \
+launch at 11,232/s slower, p99 16-31 ms against 5.6-9.9 ms, with its kernel time up 5-10% \
+(three launches each); with its purging off (`MIMALLOC_PURGE_DELAY=-1`) the same. Not \
+used."""
 
 if __name__ == "__main__":
     main()

@@ -88,6 +88,16 @@ impl OrderDb {
         Ok(OrderDb { conn })
     }
 
+    /// Whether a worker has made this store: its tables are made in one transaction,
+    /// so they are all there once the schema's version is.
+    pub fn is_made(&self) -> rusqlite::Result<bool> {
+        self.conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version')",
+            [],
+            |r| r.get(0),
+        )
+    }
+
     pub fn version(&self) -> rusqlite::Result<i64> {
         self.conn
             .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
@@ -221,6 +231,12 @@ mod tests {
     fn the_schema_is_created_once_and_versioned() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("orders/w.sqlite");
+        // A file no worker has opened yet is not a store; once one has, it is.
+        std::fs::create_dir_all(p.parent().expect("dir")).expect("dir");
+        std::fs::write(&p, b"").expect("blank");
+        let blank = OrderDb::open_existing(&p).expect("open blank");
+        assert!(!blank.is_made().expect("read"));
+        drop(blank);
         assert_eq!(
             OrderDb::open(&p).expect("open").version().expect("v"),
             SCHEMA_VERSION
@@ -229,6 +245,10 @@ mod tests {
             OrderDb::open(&p).expect("reopen").version().expect("v"),
             SCHEMA_VERSION
         );
+        assert!(OrderDb::open_existing(&p)
+            .expect("open")
+            .is_made()
+            .expect("read"));
     }
 
     #[test]

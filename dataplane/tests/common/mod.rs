@@ -708,7 +708,8 @@ impl WorkerProc {
         // Up once its store is made, which it does before it reads any event.
         wait_until("the worker's order store", Duration::from_secs(20), || {
             seckill_dataplane::orders::OrderDb::open_existing(&db)
-                .is_ok_and(|s| s.version().is_ok())
+                .and_then(|s| s.is_made())
+                .unwrap_or(false)
         });
         WorkerProc {
             db,

@@ -197,17 +197,15 @@ pub fn reconcile(
     // The furthest status any store holds for each order (workers share the streams).
     let mut stored: HashMap<String, (String, Option<String>)> = HashMap::new();
     for path in stores {
-        let db = OrderDb::open_existing(path).map_err(|source| ReconcileError::Db {
+        let db_err = |source| ReconcileError::Db {
             path: path.clone(),
             source,
-        })?;
-        if db.version().is_err() {
+        };
+        let db = OrderDb::open_existing(path).map_err(db_err)?;
+        if !db.is_made().map_err(db_err)? {
             return Err(ReconcileError::Unmade(path.clone()));
         }
-        let rows = db.orders(id).map_err(|source| ReconcileError::Db {
-            path: path.clone(),
-            source,
-        })?;
+        let rows = db.orders(id).map_err(db_err)?;
         for o in rows {
             let e = stored
                 .entry(o.order_id)

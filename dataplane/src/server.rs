@@ -115,6 +115,20 @@ fn reserve_descriptors(settings: &Settings) {
     }
 }
 
+/// The online CPUs this process may run on, where shards are pinned: a node started
+/// under `taskset`, systemd's `CPUAffinity=` or a container's cpuset keeps to the CPUs
+/// it was given (it counts one shard per core of them, too). Left alone, glommio would
+/// place shards over every online CPU, onto cores given to other work, or, where a
+/// cpuset forbids them, fail to start. `None` (every online CPU) where either cannot be
+/// read or they have no CPU in common.
+fn allowed_cpus() -> Option<glommio::CpuSet> {
+    let allowed = rustix::thread::sched_getaffinity(None).ok()?;
+    let cpus = glommio::CpuSet::online()
+        .ok()?
+        .filter(|cpu| allowed.is_set(cpu.cpu));
+    (!cpus.is_empty()).then_some(cpus)
+}
+
 /// Runs the node until `stop` is set; its shards count into `metrics`.
 pub fn run_until(
     settings: Settings,
@@ -132,7 +146,7 @@ pub fn run_until(
     check_backlog(settings.http.listen_backlog);
     let next_index = Arc::new(AtomicUsize::new(0));
     let placement = if settings.pin_shards {
-        PoolPlacement::MaxSpread(shards, None)
+        PoolPlacement::MaxSpread(shards, allowed_cpus())
     } else {
         PoolPlacement::Unbound(shards)
     };

@@ -1,6 +1,8 @@
 //! The deployment units as systemd reads them: `systemd-analyze verify` finds nothing
 //! to say about any of them, with the binaries they start where they would be.
 
+mod common;
+
 use std::process::Command;
 
 #[test]
@@ -33,4 +35,49 @@ fn the_systemd_units_verify() {
         checked += 1;
     }
     assert_eq!(checked, 3, "Redis, node and worker");
+}
+
+/// The CPUs a thread of `pid` named `name` may run on, as `/proc` lists them ("1", "0-3").
+fn cpus_of_thread(pid: u32, name: &str) -> Vec<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc");
+    tasks
+        .filter_map(|t| {
+            let dir = t.ok()?.path();
+            let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+            if !comm.trim().starts_with(name) {
+                return None;
+            }
+            let status = std::fs::read_to_string(dir.join("status")).ok()?;
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|l| l.trim().to_string())
+        })
+        .collect()
+}
+
+/// A node started on some of the machine's CPUs (`taskset`, systemd's `CPUAffinity=`, a
+/// container's cpuset) pins its shards to those, not to the machine's first cores.
+#[test]
+fn pinned_shards_stay_on_the_cpus_the_node_was_given() {
+    let redis = common::Redis::start();
+    let mine = rustix::thread::sched_getaffinity(None).expect("this thread's affinity");
+    let last = (0..rustix::thread::CpuSet::MAX_CPU)
+        .rev()
+        .find(|&cpu| mine.is_set(cpu))
+        .expect("a CPU");
+    // The node inherits this thread's affinity: its last CPU alone, which a node placing
+    // its shard over every online CPU would not pick first.
+    let mut only_last = rustix::thread::CpuSet::new();
+    only_last.set(last);
+    rustix::thread::sched_setaffinity(None, &only_last).expect("set this thread's affinity");
+    // Pinning is the default; one shard a core it may use.
+    let node = common::Node::start_with(&redis, 1, "");
+    // The shard's executor and its helper thread.
+    let threads = cpus_of_thread(node.pid(), "seckill-shard");
+    assert!(!threads.is_empty(), "the shard's threads are listed");
+    assert!(
+        threads.iter().all(|cpus| *cpus == last.to_string()),
+        "the shard's threads may run on {threads:?}, not on CPU {last} alone"
+    );
 }

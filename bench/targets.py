@@ -244,6 +244,8 @@ def main():
     print(LANES_MOVED)
     print()
     print(ALLOCATIONS_MOVED)
+    print()
+    print(LAUNCH_CPU)
 
 
 # What the launch's off-CPU evidence showed before the change it led to, and after: the
@@ -292,7 +294,7 @@ time: Redis waited while the shard answered a call's shoppers and read the next 
 and the shard waited while Redis ran the call. It now keeps two calls on their way (the \
 link answers in order, so they come back in the order they were made). The node before \
 (5790812) and after, `bench/redis-ceiling.sh 1 5 1` on each in turn, 4 rounds, on 2026-12-04's \
-machine (an AMD EPYC, slower than this run's): purchases a second 18,585 17,705 20,242 \
+machine (an AMD EPYC): purchases a second 18,585 17,705 20,242 \
 16,894 before, 21,732 19,847 18,689 20,160 after (medians 18,145 → 20,004, +10%); the \
 node's CPU a purchase 35.3 → 31.6 µs (medians), Redis's 18.2-20.2 µs before and \
 18.2-19.8 after. Four calls on their way (tried, two rounds) did no better than two. \
@@ -312,7 +314,7 @@ now decoded onto the stack and into a vector made at its length, and connections
 half-closes, so hyper does not read while a request runs: a client that shuts its sending \
 side gets its answer, and one gone altogether is found by the answer's write. The \
 allocator's share fell to 13%. The node before (4f8d989) and after (fad41b1), the same \
-simulator flat out at 256 connections on each in turn, 4 rounds, this run's machine: the \
+simulator flat out at 256 connections on each in turn, 4 rounds, on 2026-12-05's machine (an Intel Xeon): the \
 node's CPU a purchase 16.05 15.16 13.96 14.09 µs before, 12.19 12.86 12.51 12.35 after \
 (medians 14.6 → 12.4, -15%); purchases a second 44,394 44,404 47,139 47,734 before, \
 53,034 50,786 51,088 51,719 after (+12%). The pinned launch at 19,200/s, five launches \
@@ -322,6 +324,23 @@ simulator on glibc's): the node's user CPU a purchase 9.6 → 6.9 µs (medians o
 launch at 11,232/s slower, p99 16-31 ms against 5.6-9.9 ms, with its kernel time up 5-10% \
 (three launches each); with its purging off (`MIMALLOC_PURGE_DELAY=-1`) the same. Not \
 used."""
+
+LAUNCH_CPU = """**Where a launch's node CPU goes.** `perf record -g` on the node alone on its core, \
+six seconds of a pinned launch at 14,400/s (2026-12-05, an AMD EPYC): 64% of the samples \
+in the kernel, 25% in the node's code, 10% in libc. `sendto` is 31%, and 21 of those points \
+are the receiving side's TCP stack, which loopback runs in the sender's softirq: the \
+simulator's reception, paid on the node's core (and the node's, on the simulator's). \
+Then `io_uring_enter` 8% (3.5 of it cancelling polls and timeouts), reschedule interrupts \
+5.6% (io_uring kicks the running shard to post each completion that another core's \
+softirq produced), `shutdown` 5.4% and `accept` 2.6% (21,000 connections a launch, one for \
+every five requests), `recvfrom` 6%. Two runtime settings were tried against the node as \
+it is, alternating: io_uring's cooperative task running (`IORING_SETUP_COOP_TASKRUN`, \
+which glommio 0.9 cannot set; a patched copy), three launches each, took the node's system \
+time down 4-7% and its CPU 1%, and the tail moved within the noise (p99 3.5-46 ms against \
+4.2-22 ms); spinning 200 µs before parking (`spin_before_park`, which glommio applies only \
+to pinned executors), two launches each, did not shorten the tail (p99 7.1 and 18.5 ms \
+against 4.1 and 6.4) and cost the node 2% more CPU. What is left on the node's \
+core is the kernel's TCP work for both ends of every connection."""
 
 if __name__ == "__main__":
     main()

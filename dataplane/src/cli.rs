@@ -331,10 +331,14 @@ fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     ));
     let worker = settings.worker.enabled.then(|| {
         let (mut opts, stop) = (settings.worker_options(), stop.clone());
+        let nice = settings.worker.nice;
         opts.metrics = metrics.worker.clone();
         std::thread::Builder::new()
             .name("seckill-worker".into())
-            .spawn(move || orders::worker::run(opts, &stop))
+            .spawn(move || {
+                lower_priority(nice);
+                orders::worker::run(opts, &stop)
+            })
     });
     let served = server::run_until(settings, stop.clone(), metrics);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -343,6 +347,13 @@ fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Sets the calling thread's nice value (on Linux a thread's own, not its process's).
+fn lower_priority(nice: u8) {
+    if let Err(e) = rustix::process::setpriority_process(None, i32::from(nice)) {
+        tracing::warn!(nice, error = %e, "cannot lower the order worker's priority; it shares the shards' cores as their equal");
+    }
 }
 
 fn worker(a: WorkerArgs) -> anyhow::Result<ExitCode> {

@@ -81,3 +81,56 @@ fn pinned_shards_stay_on_the_cpus_the_node_was_given() {
         "the shard's threads may run on {threads:?}, not on CPU {last} alone"
     );
 }
+
+/// The nice value of each thread of `pid` whose name starts with `name`.
+fn nice_of_threads(pid: u32, name: &str) -> Vec<i64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc");
+    tasks
+        .filter_map(|t| {
+            let stat = std::fs::read_to_string(t.ok()?.path().join("stat")).ok()?;
+            // `pid (comm) state ...`: the name may hold spaces; the fields follow its ')'.
+            let (head, fields) = stat.rsplit_once(')')?;
+            let comm = head.split_once('(')?.1;
+            if !comm.starts_with(name) {
+                return None;
+            }
+            // Field 19 of the line is the nice value; the state, field 3, comes first.
+            fields.split_whitespace().nth(19 - 3)?.parse().ok()
+        })
+        .collect()
+}
+
+/// The order worker inside `serve` runs below the shards, whose cores it shares: writing
+/// a sale's burst of orders must not take a shard's core from its requests.
+#[test]
+fn the_order_worker_runs_below_the_shards() {
+    let redis = common::Redis::start();
+    let node = common::Node::start(&redis, 1);
+    let pid = node.pid();
+    assert_eq!(
+        nice_of_threads(pid, "seckill-worker"),
+        vec![10],
+        "the worker, by default"
+    );
+    let shards = nice_of_threads(pid, "seckill-shard");
+    assert!(
+        !shards.is_empty() && shards.iter().all(|n| *n == 0),
+        "the shards: {shards:?}"
+    );
+    // Set in the file, and the node started again on it.
+    let mut node = node;
+    node.kill();
+    let file = node.dir.path().join("dataplane.toml");
+    let text = std::fs::read_to_string(&file).expect("config");
+    std::fs::write(&file, text.replace("[worker]\n", "[worker]\nnice = 3\n")).expect("config");
+    node.restart();
+    let url = node.url("/api/time");
+    common::wait_until("the node again", std::time::Duration::from_secs(20), || {
+        common::answers(&url)
+    });
+    assert_eq!(
+        nice_of_threads(node.pid(), "seckill-worker"),
+        vec![3],
+        "as configured"
+    );
+}

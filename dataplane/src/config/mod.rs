@@ -328,6 +328,7 @@ impl Config {
             ("token_ttl_s", self.token_ttl_s, 365 * 86_400),
             ("max_token_ttl_s", self.max_token_ttl_s, 30 * 86_400),
             ("tickets.window_s", self.tickets.window_s, 7 * 86_400),
+            ("worker.nice", u64::from(self.worker.nice), 19),
         ] {
             if v > max {
                 return Err(bad(field, format!("must be at most {max}")));
@@ -581,6 +582,7 @@ mod tests {
                 "[http]\nmax_event_streams_per_client = 0",
                 "http.max_event_streams_per_client",
             ),
+            ("[worker]\nnice = 20", "worker.nice"),
         ];
         for (text, field) in cases {
             let (_d, c) = with_secret(text);

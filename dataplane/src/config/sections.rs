@@ -76,6 +76,10 @@ pub struct WorkerConfig {
     pub batch: usize,
     /// Entries pending this long on a silent consumer are taken over.
     pub claim_idle_ms: u64,
+    /// The nice value of the worker inside `serve` (0-19): below the shards, with which
+    /// it shares the cores, so that writing a sale's burst of orders does not take a
+    /// shard's core from its requests. It keeps a share of a busy core all the same.
+    pub nice: u8,
 }
 
 impl Default for WorkerConfig {
@@ -86,6 +90,7 @@ impl Default for WorkerConfig {
             db: "data/orders/main.sqlite".into(),
             batch: 512,
             claim_idle_ms: 5_000,
+            nice: 10,
         }
     }
 }

@@ -10,12 +10,8 @@ use std::time::{Duration, Instant};
 use seckill_dataplane::campaign::{Action, CampaignSpec};
 use seckill_dataplane::control;
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+mod ports;
+pub use ports::free_port;
 
 /// The tests' HTTP agent: every answer comes back as a response whatever its status (the
 /// tests read the JSON of a 4xx), and no proxy is taken from the environment.

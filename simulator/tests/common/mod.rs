@@ -6,17 +6,13 @@
 
 pub mod webdriver;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+#[path = "../../../dataplane/tests/common/ports.rs"]
+mod ports;
+pub use ports::free_port;
 
 pub struct Killed(pub Child);
 

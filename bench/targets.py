@@ -346,8 +346,8 @@ core is the kernel's TCP work for both ends of every connection."""
 
 WORKER_MOVED = """**What moved in the launch, again.** The order worker inside `serve` is a \
 thread of the node, and shared the shard's core as its equal: the pinned launches that went \
-wrong went wrong for seconds at a time after the opening, while the orders held at the \
-opening were paid and delivered (per second of one such launch, the purchases' p99 ran \
+wrong went wrong for seconds at a time after the opening, while the worker stored and \
+delivered the sale's orders (per second of one such launch, the purchases' p99 ran \
 2-10 ms, then 225, 257, 184 and 123 ms in its last four seconds). It now runs at nice 10 \
 (`worker.nice`), so the shard comes first and the worker keeps a share of a busy core. \
 The node before (921f5cd) and after, the pinned launch at 16,000/s, eight launches each, \

@@ -37,16 +37,22 @@ fn the_systemd_units_verify() {
     assert_eq!(checked, 3, "Redis, node and worker");
 }
 
-/// The CPUs a thread of `pid` named `name` may run on, as `/proc` lists them ("1", "0-3").
-fn cpus_of_thread(pid: u32, name: &str) -> Vec<String> {
+/// `/proc/PID/task/TID` of each thread of `pid` whose name starts with `name`.
+fn threads(pid: u32, name: &str) -> Vec<std::path::PathBuf> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc");
     tasks
-        .filter_map(|t| {
-            let dir = t.ok()?.path();
-            let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
-            if !comm.trim().starts_with(name) {
-                return None;
-            }
+        .filter_map(|t| t.ok().map(|t| t.path()))
+        .filter(|dir| {
+            std::fs::read_to_string(dir.join("comm")).is_ok_and(|c| c.trim().starts_with(name))
+        })
+        .collect()
+}
+
+/// The CPUs each thread of `pid` named `name` may run on, as `/proc` lists them ("1", "0-3").
+fn cpus_of_threads(pid: u32, name: &str) -> Vec<String> {
+    threads(pid, name)
+        .iter()
+        .filter_map(|dir| {
             let status = std::fs::read_to_string(dir.join("status")).ok()?;
             status
                 .lines()
@@ -74,7 +80,7 @@ fn pinned_shards_stay_on_the_cpus_the_node_was_given() {
     // Pinning is the default; one shard a core it may use.
     let node = common::Node::start_with(&redis, 1, "");
     // The shard's executor and its helper thread.
-    let threads = cpus_of_thread(node.pid(), "seckill-shard");
+    let threads = cpus_of_threads(node.pid(), "seckill-shard");
     assert!(!threads.is_empty(), "the shard's threads are listed");
     assert!(
         threads.iter().all(|cpus| *cpus == last.to_string()),
@@ -82,19 +88,15 @@ fn pinned_shards_stay_on_the_cpus_the_node_was_given() {
     );
 }
 
-/// The nice value of each thread of `pid` whose name starts with `name`.
+/// The nice value of each thread of `pid` named `name`.
 fn nice_of_threads(pid: u32, name: &str) -> Vec<i64> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc");
-    tasks
-        .filter_map(|t| {
-            let stat = std::fs::read_to_string(t.ok()?.path().join("stat")).ok()?;
-            // `pid (comm) state ...`: the name may hold spaces; the fields follow its ')'.
-            let (head, fields) = stat.rsplit_once(')')?;
-            let comm = head.split_once('(')?.1;
-            if !comm.starts_with(name) {
-                return None;
-            }
-            // Field 19 of the line is the nice value; the state, field 3, comes first.
+    threads(pid, name)
+        .iter()
+        .filter_map(|dir| {
+            let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+            // `pid (comm) state ...`: field 19 is the nice value, the state (field 3) the
+            // first after the name's ')'.
+            let (_, fields) = stat.rsplit_once(')')?;
             fields.split_whitespace().nth(19 - 3)?.parse().ok()
         })
         .collect()
@@ -105,7 +107,7 @@ fn nice_of_threads(pid: u32, name: &str) -> Vec<i64> {
 #[test]
 fn the_order_worker_runs_below_the_shards() {
     let redis = common::Redis::start();
-    let node = common::Node::start(&redis, 1);
+    let mut node = common::Node::start(&redis, 1);
     let pid = node.pid();
     assert_eq!(
         nice_of_threads(pid, "seckill-worker"),
@@ -118,7 +120,6 @@ fn the_order_worker_runs_below_the_shards() {
         "the shards: {shards:?}"
     );
     // Set in the file, and the node started again on it.
-    let mut node = node;
     node.kill();
     let file = node.dir.path().join("dataplane.toml");
     let text = std::fs::read_to_string(&file).expect("config");

@@ -154,24 +154,16 @@ impl Node {
             let rx = queue(cmd).ok_or(StoreError::Unavailable)?;
             (asked, rx)
         };
-        let timeout = Timer::new(Duration::from_millis(self.cfg.command_timeout_ms));
-        match select(rx, pin!(timeout)).await {
-            Either::Left((Ok(Ok(Value::ServerError(e))), _)) => Err(StoreError::Server(format!(
+        // No timer of its own: the link's watchdog fails every waiting call once the
+        // oldest is `command_timeout_ms` late (one timer a link, not one a call).
+        match rx.await {
+            Ok(Ok(Value::ServerError(e))) => Err(StoreError::Server(format!(
                 "{} {}",
                 e.code(),
                 e.details().unwrap_or_default()
             ))),
-            Either::Left((Ok(reply), _)) => reply,
-            Either::Left((Err(oneshot::Canceled), _)) => Err(StoreError::Unavailable),
-            Either::Right(_) => {
-                // Replies come in order: with this one overdue, every later one is stuck
-                // behind it. Drop the link now, so nothing more is written to a Redis
-                // that stopped answering; the supervisor reconnects.
-                if self.link.borrow_mut().take().is_some() {
-                    tracing::warn!(host = %self.target.host, port = self.target.port, "redis did not answer in time; dropping the connection");
-                }
-                Err(StoreError::Timeout)
-            }
+            Ok(reply) => reply,
+            Err(oneshot::Canceled) => Err(StoreError::Unavailable),
         }
     }
 }
@@ -358,14 +350,25 @@ pub(super) async fn run_link(inner: &Rc<Node>, stream: TcpStream, mut decoder: D
     };
     let watchdog = async {
         let slow = inner.breaker.borrow().slow_call();
-        let tick = (timeout / 4).min(slow / 2).max(Duration::from_millis(5));
+        // The only clock on a call: a late reply fails within a tenth of the timeout
+        // past it.
+        let tick = (timeout / 10).min(slow / 2).max(Duration::from_millis(5));
         loop {
             Timer::new(tick).await;
             let Some(age) = waiting.borrow().front().map(|o| o.since().elapsed()) else {
                 continue;
             };
             if age > timeout {
+                // Replies come in order: with the oldest overdue, every later one is
+                // stuck behind it. Each waiting call fails as timed out, and the link
+                // goes, so nothing more is written to a Redis that stopped answering;
+                // the supervisor reconnects.
                 tracing::warn!(host = %inner.target.host, port = inner.target.port, "redis stopped answering; dropping the connection");
+                for owed in waiting.borrow_mut().drain(..) {
+                    if let Owed::Reply(_, tx, _) = owed {
+                        let _ = tx.send(Err(StoreError::Timeout));
+                    }
+                }
                 return;
             }
             if age <= slow {

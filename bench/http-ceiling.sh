@@ -7,6 +7,9 @@
 # the same with hyper; what they reach bounds what any route can. Beside each rate, the
 # server's CPU a request (user and system, its threads and child processes, from /proc):
 # on a machine shared with wrk, cost per request moves less from round to round than rate.
+# Last, a sold-out purchase that carries an Idempotency-Key (as the shop's page and the
+# simulator's shoppers send every purchase): its answer waits for a Redis lookup of the
+# key's first answer, so it is the one row that does not end on the shard.
 #
 #   bench/http-ceiling.sh [SHARDS] [ROUNDS] [SECONDS]
 #   SERVE_ARGS="--no-pin" bench/http-ceiling.sh 2    # extra flags for the data plane
@@ -91,6 +94,7 @@ for r in $(seq "$rounds"); do
     measure "time$b" "${server[$p]}" "http://127.0.0.1:$p/api/time"
     measure "soldout$b" "${server[$p]}" -s bench/purchase.lua "http://127.0.0.1:$p/api/campaigns/bench/purchase"
     measure "early$b" "${server[$p]}" -s bench/purchase.lua "http://127.0.0.1:$p/api/campaigns/later/purchase"
+    SECKILL_IDEMPOTENCY_KEY="round-$r" measure "keyed$b" "${server[$p]}" -s bench/purchase.lua "http://127.0.0.1:$p/api/campaigns/bench/purchase"
   done
   limits user_rate=1 user_burst=1
   for p in "${nodes[@]}"; do
@@ -111,9 +115,9 @@ row() { # LABEL KEY
   printf '%-36s %12s %8.2f %8s   runs: %s   CPU: %s\n' "$1" "$m" "$(echo "$m / $n" | bc -l)" "$c" "${runs[$2]}" "${cpus[$2]}"
 }
 row "nginx return 200" nginx
-keys="time soldout limited early"
+keys="time soldout limited early keyed"
 [ "$shards" != 1 ] || keys="floor_raw floor_raw_post floor_hyper floor_hyper_post $keys"
-[ -z "${BASELINE:-}" ] || keys="$keys time_baseline soldout_baseline limited_baseline early_baseline"
+[ -z "${BASELINE:-}" ] || keys="$keys time_baseline soldout_baseline limited_baseline early_baseline keyed_baseline"
 for k in $keys; do
   case $k in
     floor_raw) label="floor: glommio, no HTTP library" ;;
@@ -124,10 +128,12 @@ for k in $keys; do
     soldout) label="purchase, sold out (ends on shard)" ;;
     limited) label="purchase, rate limited (429)" ;;
     early) label="purchase, not started (425)" ;;
+    keyed) label="sold out, with Idempotency-Key" ;;
     time_baseline) label="baseline: GET /api/time" ;;
     soldout_baseline) label="baseline: purchase, sold out" ;;
     limited_baseline) label="baseline: purchase, rate limited" ;;
     early_baseline) label="baseline: purchase, not started" ;;
+    keyed_baseline) label="baseline: sold out, with a key" ;;
   esac
   row "$label" "$k"
 done

@@ -7,9 +7,9 @@
 #
 # With RATE `search`, the maximum sustainable rate is searched for first (doubling, then
 # halving the gap: a rate is sustained when it is answered in full, ≥ 97% of what was
-# offered, nothing unsent or unanswered, and purchase p99 under 100 ms), and the launch
-# is then measured at 80% of it. The measured launch runs LAUNCHES times (5), and the
-# target is judged on the medians of their p99 and p99.9.
+# offered, nothing unsent or unanswered, and purchase p99 under 100 ms, in one of two
+# launches), and the launch is then measured at 80% of it. The measured launch runs
+# LAUNCHES times (5), and the target is judged on the medians of their p99 and p99.9.
 #
 #   bench/launch.sh [SHARDS] [RATE|search]
 #   PIN=1 bench/launch.sh 1 RATE   # the node alone on the last core; Redis, the simulator
@@ -100,18 +100,27 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+# holds RATE: whether a launch at RATE is sustained, in one of two tries: on a shared
+# machine one launch that stalls says more about the machine than about the rate, and
+# a peak set by it would be set low.
+holds() {
+  launch "$1"
+  sustained && return 0
+  echo "  once more at the same rate:"
+  launch "$1"
+  sustained
+}
+
 if [ "$rate" = search ]; then
   echo "searching for the maximum sustainable rate (launch scenario, $shards shard(s))"
   good=0 bad=0 r=2000
   while [ "$bad" = 0 ] && [ "$r" -le 256000 ]; do
-    launch "$r"
-    if sustained; then good=$r; r=$((r * 2)); else bad=$r; fi
+    if holds "$r"; then good=$r; r=$((r * 2)); else bad=$r; fi
   done
   [ "$bad" != 0 ] || bad=$r
   while [ $((bad - good)) -gt $((good / 8 + 250)) ]; do
     r=$(((good + bad) / 2))
-    launch "$r"
-    if sustained; then good=$r; else bad=$r; fi
+    if holds "$r"; then good=$r; else bad=$r; fi
   done
   [ "$good" -gt 0 ] || { echo "no rate from 2000/s up was sustained" >&2; exit 1; }
   rate=$((good * 8 / 10))

@@ -255,6 +255,8 @@ def main():
     print(LAUNCH_CPU)
     print()
     print(WORKER_MOVED)
+    print()
+    print(KEYED)
 
 
 # What the launch's off-CPU evidence showed before the change it led to, and after: the
@@ -365,6 +367,29 @@ second itself stays the launch's slowest (its p99 19-110 ms before, 34-72 after,
 launches each): then the purchases go to Redis until the shard hears that the stock is \
 gone, and those are the slow ones (after: the held purchases' p99 17-45 ms, the sold-out \
 answers' 6-11 ms over the whole launch); Redis shares the other core with the simulator."""
+
+
+KEYED = """**What a key costs a refusal.** A sold-out purchase with an `Idempotency-Key` waits \
+for the key's first answer from Redis (one `HGET`: a retry must get its held order back, and \
+only Redis knows whether there is one), so it does not end on the shard. Under wrk (1 shard, \
+64 connections, the node on core 1 and wrk on core 0; 2026-12-05, an AMD EPYC) it costs the \
+node about twice the CPU of one without a key (17.5 against 9.2 µs a request), and the \
+node's core takes 0.68 reschedule interrupts a request against 0.02: io_uring interrupts \
+the running shard to post each completion that another core's softirq produced, and while \
+requests wait for Redis the shard's reads of its connections more often find nothing and \
+wait too. In the launch every shopper sends a key: about 106,000 lookups for 112,000 \
+purchases, and shoppers that sent none (tried, not kept: the retries then lose their first \
+answers) cost the node 8% less CPU. Each Redis call also armed a timer of its own for its \
+timeout, though the link's watchdog already watched the oldest unanswered call; the \
+watchdog now fails the waiting calls itself. The node before (4f949f3) and after, side by \
+side on one Redis, 4 rounds alternating: the keyed refusal's node CPU 19.9 17.6 17.7 17.0 µs \
+before, 17.0 16.4 16.3 16.5 after (medians 17.7 → 16.5); the purchase path \
+(`bench/redis-ceiling.sh 1 5 1`, six rounds before and ten after, alternating) 0.81 and 0.81 \
+of `redis-benchmark` (medians), its node CPU a purchase 22.3 and 22.0 µs: unchanged; the \
+pinned launch at 16,000/s, four each: p99 71.7 57.1 20.2 16.8 ms before, 37.3 32.1 16.2 \
+19.3 after, within this machine's noise. In those launches the sold-out answers, each a \
+lookup, had the longest tail (p99 33-73 ms), and the refusals that never reach Redis \
+(blocked, rate limited) 11-50 ms: the shard's core is full in bursts, whatever the answer."""
 
 if __name__ == "__main__":
     main()

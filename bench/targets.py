@@ -368,7 +368,6 @@ launches each): then the purchases go to Redis until the shard hears that the st
 gone, and those are the slow ones (after: the held purchases' p99 17-45 ms, the sold-out \
 answers' 6-11 ms over the whole launch); Redis shares the other core with the simulator."""
 
-
 KEYED = """**What a key costs a refusal.** A sold-out purchase with an `Idempotency-Key` waits \
 for the key's first answer from Redis (one `HGET`: a retry must get its held order back, and \
 only Redis knows whether there is one), so it does not end on the shard. Under wrk (1 shard, \

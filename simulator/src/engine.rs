@@ -73,6 +73,19 @@ pub struct Tally {
     pub per_second: Vec<Histogram<u64>>,
     /// Per second of the run (by planned send time): purchases answered by outcome.
     pub per_second_outcomes: Vec<BTreeMap<String, u64>>,
+    /// Every purchase answered, when the run is traced ([`Context::trace`]).
+    pub trace: Vec<Traced>,
+}
+
+/// One purchase of a traced run.
+#[derive(Debug, Clone)]
+pub struct Traced {
+    /// When it was planned, from the start of the run.
+    pub planned: Duration,
+    /// Its latency from then, µs.
+    pub took_us: u64,
+    /// Its answer's status and error code, or why there was none.
+    pub outcome: String,
 }
 
 pub fn histogram() -> Histogram<u64> {
@@ -106,6 +119,7 @@ impl Tally {
             last_answer: Duration::ZERO,
             per_second: Vec::new(),
             per_second_outcomes: Vec::new(),
+            trace: Vec::new(),
         }
     }
 
@@ -141,6 +155,7 @@ impl Tally {
         self.failed += o.failed;
         self.unsent += o.unsent;
         self.last_answer = self.last_answer.max(o.last_answer);
+        self.trace.extend(o.trace);
         for (i, h) in o.per_second.into_iter().enumerate() {
             match self.per_second.get_mut(i) {
                 Some(mine) => {
@@ -249,6 +264,8 @@ pub struct Context {
     pub deadline: Instant,
     /// How long a purchase left unanswered, or answered 503, is sent again.
     pub resend_for: Duration,
+    /// Whether every purchase is kept in [`Tally::trace`].
+    pub trace: bool,
 }
 
 /// Runs one thread's share of the plan.

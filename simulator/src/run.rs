@@ -38,6 +38,12 @@ pub struct RunArgs {
     /// thresholds, fairness, scenario) to this file.
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
+    /// Write every purchase to this file as CSV: when it was planned, in seconds on the
+    /// machine's monotonic clock (CLOCK_MONOTONIC, the clock of `perf` and the kernel's
+    /// traces), its latency in ms, and its outcome; to line the slow ones up with what
+    /// the machine did at the time.
+    #[arg(long, value_name = "FILE.csv")]
+    pub trace: Option<PathBuf>,
     /// Seed of the arrival plan (the same seed, the same plan).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -132,7 +138,11 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let mut s = Scenario::load(&a.scenario)?;
     s.apply(&a.overrides);
     s.validate()?;
-    let report = execute(&s, a.seed)?;
+    let (report, trace) = execute_traced(&s, a.seed, a.trace.is_some())?;
+    if let (Some(p), Some(t)) = (&a.trace, trace) {
+        t.write(p)
+            .with_context(|| format!("--trace: writing {}", p.display()))?;
+    }
     if let Some(p) = &a.plot {
         std::fs::write(p, crate::plot::svg(&report))
             .with_context(|| format!("--plot: writing {}", p.display()))?;
@@ -171,8 +181,51 @@ pub fn write_report(path: &std::path::Path, report: &Report) -> anyhow::Result<(
         .with_context(|| format!("--report: writing {}", path.display()))
 }
 
+/// Every purchase of a run, in the order they were planned.
+pub struct Trace {
+    /// The run's start on the monotonic clock.
+    origin: Duration,
+    purchases: Vec<engine::Traced>,
+}
+
+impl Trace {
+    /// Writes it as CSV: planned instant (monotonic clock, s), latency (ms), outcome.
+    pub fn write(&self, path: &std::path::Path) -> std::io::Result<()> {
+        use std::io::Write as _;
+        let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+        writeln!(w, "monotonic_s,latency_ms,outcome")?;
+        for p in &self.purchases {
+            let at = self.origin + p.planned;
+            writeln!(
+                w,
+                "{}.{:06},{:.3},{}",
+                at.as_secs(),
+                at.subsec_micros(),
+                p.took_us as f64 / 1000.0,
+                p.outcome
+            )?;
+        }
+        w.flush()
+    }
+}
+
+/// Now on the monotonic clock, which `Instant` reads too.
+fn monotonic_now() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
 /// Runs a validated scenario and builds its report.
 pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
+    execute_traced(s, seed, false).map(|(report, _)| report)
+}
+
+/// Runs a validated scenario and builds its report, and with `trace`, the run's trace.
+pub fn execute_traced(
+    s: &Scenario,
+    seed: u64,
+    trace: bool,
+) -> anyhow::Result<(Report, Option<Trace>)> {
     let urls = s.targets();
     let targets = urls
         .iter()
@@ -265,7 +318,8 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
             -lead_ms
         );
     }
-    let start = Instant::now() + Duration::from_millis(lead_ms as u64);
+    let lead = Duration::from_millis(lead_ms as u64);
+    let (start, origin) = (Instant::now() + lead, monotonic_now() + lead);
     let opens_in = Duration::from_millis((lead_ms + starts_in_ms) as u64);
     let opens_ms =
         scheduled.unwrap_or_else(|| seckill_core::now_ms() + opens_in.as_millis() as i64);
@@ -295,13 +349,19 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
         opens_ms: (opens || scheduled.is_some()).then_some(opens_ms),
         deadline: start + Duration::from_secs_f64(s.duration_s) + engine::GRACE,
         resend_for: Duration::from_secs_f64(s.population.resend_for_s),
+        trace,
     });
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let progress = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
         let (ctx, done, duration) = (ctx.clone(), done.clone(), s.duration_s);
         std::thread::spawn(move || show_progress(&ctx, &done, duration))
     });
-    let tally = engine::run(plan, threads, ctx);
+    let mut tally = engine::run(plan, threads, ctx);
+    let trace = trace.then(|| {
+        let mut purchases = std::mem::take(&mut tally.trace);
+        purchases.sort_by_key(|p| p.planned);
+        Trace { origin, purchases }
+    });
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(p) = progress {
         let _ = p.join();
@@ -326,7 +386,7 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
     } else {
         Some(reconcile_settled(&mut con, &campaign, &s.stores)?)
     };
-    Ok(crate::report::build(
+    let report = crate::report::build(
         s,
         campaign,
         opens_ms,
@@ -336,7 +396,8 @@ pub fn execute(s: &Scenario, seed: u64) -> anyhow::Result<Report> {
         ledger,
         reconciliation,
         queue,
-    ))
+    );
+    Ok((report, trace))
 }
 
 /// The room as Redis has it, its draw checked against the seed, and the fairness table

@@ -10,7 +10,7 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use crate::engine::{histogram, Context, Tally};
+use crate::engine::{histogram, Context, Tally, Traced};
 use crate::http::{Client, Failure, Req};
 use crate::plan::{Arrival, Persona};
 use seckill_core::api::Glance;
@@ -140,6 +140,13 @@ pub(crate) async fn buy(
         *t.per_second_outcomes[second]
             .entry(said.clone())
             .or_default() += 1;
+        if ctx.trace {
+            t.trace.push(Traced {
+                planned: planned.saturating_duration_since(ctx.start),
+                took_us: took,
+                outcome: said.clone(),
+            });
+        }
         *t.outcomes.entry((a.persona, said)).or_default() += 1;
         if let Some(o) = &order {
             t.held.push((a.persona, a.user, o.clone()));

@@ -3,7 +3,7 @@
 mod common;
 
 use common::Stack;
-use seckill_simulator::run::{execute, summary};
+use seckill_simulator::run::{execute, execute_traced, summary};
 use seckill_simulator::scenario::Scenario;
 
 fn scenario(dir: &std::path::Path, target: &str, redis: &str) -> Scenario {
@@ -71,9 +71,43 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
     let (dir, target, redis) = (&stack.dir, &stack.target, &stack.redis);
 
     let s = scenario(dir.path(), target, redis);
-    let r = execute(&s, 7).expect("run");
+    let (r, trace) = execute_traced(&s, 7, true).expect("run");
     let text = summary(&r);
     eprintln!("{text}");
+
+    // The trace has every purchase once, planned within the run on the monotonic clock,
+    // with the outcomes the report counts.
+    let csv = dir.path().join("trace.csv");
+    trace.expect("traced").write(&csv).expect("trace written");
+    let written = std::fs::read_to_string(&csv).expect("trace");
+    let mut lines = written.lines();
+    assert_eq!(lines.next(), Some("monotonic_s,latency_ms,outcome"));
+    let rows: Vec<(f64, f64, String)> = lines
+        .map(|l| {
+            let f: Vec<&str> = l.splitn(3, ',').collect();
+            (
+                f[0].parse().expect("at"),
+                f[1].parse().expect("ms"),
+                f[2].to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(rows.len() as u64, r.planned);
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let mono = t.tv_sec as f64 + t.tv_nsec as f64 / 1e9;
+    let ran = s.duration_s + 60.0;
+    assert!(rows
+        .iter()
+        .all(|(at, ms, _)| *at <= mono && *at > mono - ran && *ms > 0.0));
+    assert!(
+        rows.windows(2).all(|w| w[0].0 <= w[1].0),
+        "in planned order"
+    );
+    let held: u64 = r.outcomes.values().filter_map(|o| o.get("200")).sum();
+    assert_eq!(
+        rows.iter().filter(|(_, _, o)| o == "200").count() as u64,
+        held
+    );
 
     // Every planned purchase has exactly one outcome, and every request is counted
     // on its route.

@@ -12,8 +12,12 @@
 # LAUNCHES times (5), and the target is judged on the medians of their p99 and p99.9.
 #
 #   bench/launch.sh [SHARDS] [RATE|search]
-#   PIN=1 bench/launch.sh 1 RATE   # the node alone on the last core; Redis, the simulator
-#                                  # and the rest on the others (the run that separates them)
+#   PIN=1 bench/launch.sh 1 RATE   # the node alone on the last core (ahead of the machine's
+#                                  # other processes there); Redis, the simulator and the rest
+#                                  # on the others (the run that separates them)
+#
+# Each measured launch is traced and watched (bench/stalls.py): the stops of the cores
+# themselves, and the slow purchases in flight during one.
 #
 # After the measured launch, the same launch runs again under `perf sched` (where it can
 # record), for each process's longest wait for a core.
@@ -25,7 +29,15 @@ if [ -n "${PIN:-}" ]; then
   last=$(($(nproc) - 1))
   [ "$last" -ge 1 ] || { echo "PIN needs two cores or more" >&2; exit 1; }
   NODE_PIN=(taskset -c "$last") LOAD_PIN=(taskset -c "0-$((last - 1))")
-  echo "pinned: the node on core $last; Redis, the simulator and the rest on 0-$((last - 1))"
+  # One load thread per core the simulator has (the scenario's two would take turns on
+  # one), with the scenario's sessions in flight in all.
+  SIM_THREADS=(--threads "$last" --connections $((8192 / last)))
+  # The node ahead of the machine's other processes on its core, where that is allowed:
+  # their bursts (an Erlang VM's schedulers here, 100 ms at a time) would take turns with
+  # the shard as its equals.
+  ahead=
+  if [ "$(nice -n -10 nice 2>/dev/null)" = -10 ]; then NODE_PIN+=(nice -n -10) ahead=" at nice -10"; fi
+  echo "pinned: the node on core $last$ahead; Redis, the simulator (${SIM_THREADS[*]}) and the rest on 0-$((last - 1))"
 fi
 . bench/lib.sh
 start_redis
@@ -51,9 +63,34 @@ launch() {
   tcp_counters > "$work/tcp"
   { time ${LOAD_PIN[@]+"${LOAD_PIN[@]}"} $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
       --redis "$ops_redis" --redis-password-file "$ops_password_file" --secret-file "$work/secret" \
-      --db "$work/orders.sqlite" --rate "$r" \
+      --db "$work/orders.sqlite" --rate "$r" ${SIM_THREADS[@]+"${SIM_THREADS[@]}"} \
       --json "$work/report.json" "$@" > "$work/summary.txt" 2>&3 || true; } 3>&2 2> "$work/sim.cpu"
   tcp_counters >> "$work/tcp"
+}
+# watched N RATE [extra sim flags]: launch N of the measured ones, its purchases traced,
+# under a light recording of the cores where perf can record (a timer sample a
+# millisecond on each core, and every switch): bench/stalls.py finds in it the stops of
+# the cores and lines the slow purchases up with them. Adds the pair to $stall_files.
+stall_files=()
+watch_cores=
+perf record -e cpu-clock/period=1000000/ -o "$work/probe.data" -- true >/dev/null 2>&1 && watch_cores=1
+watched() {
+  local i=$1 recorder
+  shift
+  if [ -z "$watch_cores" ]; then
+    launch "$@" --trace "$work/trace-$i.csv"
+    return
+  fi
+  ${LOAD_PIN[@]+"${LOAD_PIN[@]}"} perf record -e cpu-clock/period=1000000/ -e sched:sched_switch \
+      -k CLOCK_MONOTONIC -a -o "$work/cores-$i.data" -- sleep 600 >/dev/null 2>&1 &
+  recorder=$!
+  sleep 0.5
+  launch "$@" --trace "$work/trace-$i.csv"
+  kill -INT "$recorder" 2>/dev/null || true
+  wait "$recorder" 2>/dev/null || true
+  perf script -i "$work/cores-$i.data" -F cpu,time,event,pid,trace > "$work/cores-$i.txt" 2>/dev/null || true
+  rm -f "$work/cores-$i.data"
+  stall_files+=("$work/cores-$i.txt" "$work/trace-$i.csv")
 }
 # sample_cores: every 100 ms until killed, a line of the time, the node's, Redis's and the
 # simulator's CPU ticks, and each core's busy and total ticks; one process that only reads
@@ -130,7 +167,7 @@ fi
 t0=$(cpu_ticks "$redis_pid") n0=$(cpu_ticks "$node") k0=$(awk '{print $15}' "/proc/$node/stat")
 sample_cores > "$work/cores" &
 sampler=$!
-launch "$rate" --plot "bench/launch${PIN:+-pinned}.svg"
+watched 1 "$rate" --plot "bench/launch${PIN:+-pinned}.svg"
 kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
 t1=$(cpu_ticks "$redis_pid") n1=$(cpu_ticks "$node") k1=$(awk '{print $15}' "/proc/$node/stat")
 cat "$work/summary.txt"
@@ -141,7 +178,7 @@ cp "$work/tcp" "$work/tcp-1"
 # a shared machine, so the target is judged on the medians, as every other figure here.
 launches=${LAUNCHES:-5}
 for i in $(seq 2 "$launches"); do
-  launch "$rate"
+  watched "$i" "$rate"
   cp "$work/report.json" "$work/report-$i.json"
   cp "$work/tcp" "$work/tcp-$i"
 done
@@ -198,6 +235,7 @@ ok = m99 <= 10 and m999 <= 50 and not failures
 print(f"target (p99 ≤ 10 ms, p99.9 ≤ 50 ms, no violations; medians of the launches): p99 {m99:.2f} ms, "
       f"p99.9 {m999:.2f} ms, failures {failures}: {'met' if ok else 'missed'}")
 PY
+[ -z "$watch_cores" ] || python3 bench/stalls.py "${stall_files[@]}"
 
 # Off-CPU evidence: the same launch again while `perf sched` records every switch on the
 # machine; each process's longest wait for a core once runnable (its scheduling delay),

@@ -12,12 +12,11 @@
 # LAUNCHES times (5), and the target is judged on the medians of their p99 and p99.9.
 #
 #   bench/launch.sh [SHARDS] [RATE|search]
-#   PIN=1 bench/launch.sh 1 RATE   # the node alone on the last core (ahead of the machine's
-#                                  # other processes there); Redis, the simulator and the rest
-#                                  # on the others (the run that separates them)
+#   PIN=1 bench/launch.sh 1 RATE   # the node alone on the last core; Redis, the simulator
+#                                  # and the rest on the others (the run that separates them)
 #
 # Each measured launch is traced and watched (bench/stalls.py): the stops of the cores
-# themselves, and the slow purchases in flight during one.
+# themselves, the slow purchases in flight during one, and what else ran on each core.
 #
 # After the measured launch, the same launch runs again under `perf sched` (where it can
 # record), for each process's longest wait for a core.
@@ -29,15 +28,7 @@ if [ -n "${PIN:-}" ]; then
   last=$(($(nproc) - 1))
   [ "$last" -ge 1 ] || { echo "PIN needs two cores or more" >&2; exit 1; }
   NODE_PIN=(taskset -c "$last") LOAD_PIN=(taskset -c "0-$((last - 1))")
-  # One load thread per core the simulator has (the scenario's two would take turns on
-  # one), with the scenario's sessions in flight in all.
-  SIM_THREADS=(--threads "$last" --connections $((8192 / last)))
-  # The node ahead of the machine's other processes on its core, where that is allowed:
-  # their bursts (an Erlang VM's schedulers here, 100 ms at a time) would take turns with
-  # the shard as its equals.
-  ahead=
-  if [ "$(nice -n -10 nice 2>/dev/null)" = -10 ]; then NODE_PIN+=(nice -n -10) ahead=" at nice -10"; fi
-  echo "pinned: the node on core $last$ahead; Redis, the simulator (${SIM_THREADS[*]}) and the rest on 0-$((last - 1))"
+  echo "pinned: the node on core $last; Redis, the simulator and the rest on 0-$((last - 1))"
 fi
 . bench/lib.sh
 start_redis
@@ -63,7 +54,7 @@ launch() {
   tcp_counters > "$work/tcp"
   { time ${LOAD_PIN[@]+"${LOAD_PIN[@]}"} $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
       --redis "$ops_redis" --redis-password-file "$ops_password_file" --secret-file "$work/secret" \
-      --db "$work/orders.sqlite" --rate "$r" ${SIM_THREADS[@]+"${SIM_THREADS[@]}"} \
+      --db "$work/orders.sqlite" --rate "$r" \
       --json "$work/report.json" "$@" > "$work/summary.txt" 2>&3 || true; } 3>&2 2> "$work/sim.cpu"
   tcp_counters >> "$work/tcp"
 }

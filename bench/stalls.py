@@ -13,6 +13,10 @@ Each launch's purchases come from the simulator's `--trace` (planned instant on 
 monotonic clock, latency), and are lined up with the stops (`perf record -k
 CLOCK_MONOTONIC`): how many of the slow ones were in flight while a core was stopped.
 
+From the same switches: what else ran on each core while the launch ran, besides the
+launch's own processes and the kernel's threads: the machine's other services, which
+take turns with whatever shares their core.
+
     bench/stalls.py SCRIPT_1 TRACE_1 [SCRIPT_2 TRACE_2 ...]
 
 where SCRIPT is `perf script -F cpu,time,event,pid,trace` of a launch's recording.
@@ -25,10 +29,18 @@ STOP_S = 0.005   # a core silent this long while it held a thread had stopped
 SLOW_MS = 10.0   # the target's p99
 
 
+# The launch's own processes (and the bench's), the idle task, the recording and the
+# kernel's threads.
+OURS = re.compile(r"^(seckill|redis-server|tokio-rt-worker|iou-wrk|perf|python3|sleep|bash|awk|taskset|swapper|"
+                  r"ksoftirqd|kworker|rcu_|migration|kdamond|cpuhp|idle_inject|watchdog)")
+
+
 def stops(path):
-    """(core, start, end) of every stop in a recording."""
+    """(core, start, end) of every stop in a recording, and (core, name, start, end) of
+    every run of a process other than the launch's own and the kernel's."""
     line_re = re.compile(r"^\s*(\d+)\s+\[(\d+)\]\s+([0-9.]+):\s+(\S+):(.*)$")
-    last, held, found = {}, {}, []
+    switch_re = re.compile(r"prev_comm=(.*?) prev_pid=.* next_comm=(.*?) next_pid=(\d+)")
+    last, held, since, found, others = {}, {}, {}, [], []
     with open(path) as f:
         for line in f:
             m = line_re.match(line)
@@ -40,10 +52,13 @@ def stops(path):
                 found.append((cpu, before, t))
             last[cpu] = t
             if event == "sched:sched_switch":
-                nxt = re.search(r"next_pid=(\d+)", rest)
-                if nxt:
-                    held[cpu] = int(nxt.group(1))
-    return found
+                sw = switch_re.search(rest)
+                if sw:
+                    prev = sw.group(1)
+                    if cpu in since and not OURS.match(prev):
+                        others.append((cpu, prev, since[cpu], t))
+                    held[cpu], since[cpu] = int(sw.group(3)), t
+    return found, others
 
 
 def purchases(path):
@@ -56,12 +71,16 @@ def main(args):
     if len(args) < 2 or len(args) % 2:
         sys.exit(__doc__)
     total = slow = during = 0
-    cores = {}
+    cores, ran = {}, {}
     per_launch = []
     for i in range(0, len(args), 2):
-        found, bought = stops(args[i]), purchases(args[i + 1])
+        (found, others), bought = stops(args[i]), purchases(args[i + 1])
         begin, end = (bought[0][0], bought[-1][0]) if bought else (0, 0)
         found = [s for s in found if s[2] >= begin and s[1] <= end + 1]
+        for cpu, name, a, b in others:
+            if b >= begin and a <= end + 1:
+                n, ms, longest = ran.get((cpu, name), (0, 0.0, 0.0))
+                ran[(cpu, name)] = (n + 1, ms + (b - a) * 1000, max(longest, (b - a) * 1000))
         late = [(at, ms) for at, ms in bought if ms > SLOW_MS]
         hit = [1 for at, ms in late if any(a <= at + ms / 1000 and at <= b for _, a, b in found)]
         total, slow, during = total + len(bought), slow + len(late), during + len(hit)
@@ -73,6 +92,14 @@ def main(args):
           "the virtual CPU was not running), launch by launch: " + " ".join(per_launch)
           + "; by core: " + (", ".join(f"core {c} {n}, {ms:.0f} ms in all, the longest {longest:.1f} ms"
                                        for c, (n, ms, longest) in sorted(cores.items())) or "none"))
+    by_core = {}
+    for (cpu, name), (n, ms, longest) in ran.items():
+        by_core.setdefault(cpu, []).append((ms, longest, name))
+    print("the machine's other processes on the cores while the launches ran (the longest "
+          "turn in brackets): " + ("; ".join(
+              f"core {cpu}: " + ", ".join(f"{name} {ms:.0f} ms ({longest:.1f})"
+                                          for ms, longest, name in sorted(v, reverse=True)[:3])
+              for cpu, v in sorted(by_core.items())) or "none"))
     if total:
         rest = (slow - during) / total
         print(f"purchases slower than {SLOW_MS:.0f} ms: {slow} of {total} ({slow / total:.2%}); "

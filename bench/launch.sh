@@ -59,12 +59,14 @@ launch() {
   tcp_counters >> "$work/tcp"
 }
 # watched N RATE [extra sim flags]: launch N of the measured ones, its purchases traced,
-# under a light recording of the cores where perf can record (a timer sample a
+# under a light recording of the cores where perf can make it (a timer sample a
 # millisecond on each core, and every switch): bench/stalls.py finds in it the stops of
-# the cores and lines the slow purchases up with them. Adds the pair to $stall_files.
+# the cores and lines the slow purchases up with them. Adds the files to $stall_files,
+# and the recorder's own CPU seconds to $work/recorder.cpu.
 stall_files=()
 watch_cores=
-perf record -e cpu-clock/period=1000000/ -o "$work/probe.data" -- true >/dev/null 2>&1 && watch_cores=1
+cores_recording=(perf record -e cpu-clock/period=1000000/ -e sched:sched_switch -k CLOCK_MONOTONIC -a)
+"${cores_recording[@]}" -o "$work/probe.data" -- true >/dev/null 2>&1 && watch_cores=1
 watched() {
   local i=$1 recorder
   shift
@@ -72,16 +74,19 @@ watched() {
     launch "$@" --trace "$work/trace-$i.csv"
     return
   fi
-  ${LOAD_PIN[@]+"${LOAD_PIN[@]}"} perf record -e cpu-clock/period=1000000/ -e sched:sched_switch \
-      -k CLOCK_MONOTONIC -a -o "$work/cores-$i.data" -- sleep 600 >/dev/null 2>&1 &
+  ${LOAD_PIN[@]+"${LOAD_PIN[@]}"} "${cores_recording[@]}" -o "$work/cores-$i.data" -- sleep infinity \
+      >/dev/null 2>"$work/cores-$i.err" &
   recorder=$!
   sleep 0.5
   launch "$@" --trace "$work/trace-$i.csv"
+  awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$recorder/stat" >> "$work/recorder.cpu" 2>/dev/null || true
   kill -INT "$recorder" 2>/dev/null || true
   wait "$recorder" 2>/dev/null || true
   perf script -i "$work/cores-$i.data" -F cpu,time,event,pid,trace > "$work/cores-$i.txt" 2>/dev/null || true
+  perf report -D -i "$work/cores-$i.data" 2>/dev/null | grep -E 'PERF_RECORD_(LOST|THROTTLE|UNTHROTTLE)' \
+      > "$work/dropped-$i.txt" || true
   rm -f "$work/cores-$i.data"
-  stall_files+=("$work/cores-$i.txt" "$work/trace-$i.csv")
+  stall_files+=("$work/cores-$i.txt" "$work/dropped-$i.txt" "$work/trace-$i.csv")
 }
 # sample_cores: every 100 ms until killed, a line of the time, the node's, Redis's and the
 # simulator's CPU ticks, and each core's busy and total ticks; one process that only reads
@@ -226,7 +231,10 @@ ok = m99 <= 10 and m999 <= 50 and not failures
 print(f"target (p99 ≤ 10 ms, p99.9 ≤ 50 ms, no violations; medians of the launches): p99 {m99:.2f} ms, "
       f"p99.9 {m999:.2f} ms, failures {failures}: {'met' if ok else 'missed'}")
 PY
-[ -z "$watch_cores" ] || python3 bench/stalls.py "${stall_files[@]}"
+if [ -n "$watch_cores" ]; then
+  python3 bench/stalls.py "${stall_files[@]}" || echo "bench/stalls.py could not read the recordings"
+  awk '{ s += $1; n++ } END { if (n) printf "the recording of the cores took %.2f s of CPU a launch (its own, beside the launch'"'"'s)\n", s / n }' "$work/recorder.cpu"
+fi
 
 # Off-CPU evidence: the same launch again while `perf sched` records every switch on the
 # machine; each process's longest wait for a core once runnable (its scheduling delay),

@@ -166,11 +166,13 @@ def main():
         busiest = re.search(r"^the launch's busiest second: (([0-9.]+) of (\d+) cores.*)$", text, re.M)
         costs = re.search(r"^CPU a request, all three: (node (\d+) µs.*)$", text, re.M)
         dropped = re.search(r"full accept queue \(each a second's wait\): ([0-9 ]+)$", text, re.M)
-        stopped = re.search(r"^the cores' stops \(.*\), launch by launch: (.*); by core: (.*)$", text, re.M)
-        others = re.search(r"^the machine's other processes on the cores while the launches ran "
-                           r"\(the longest turn in brackets\): (.*)$", text, re.M)
+        stopped = re.search(r"^the cores' stops \(.*\), launch by launch: (.*); by core: (.*); "
+                            r"records the recording lost: (\d+)$", text, re.M)
+        others = re.search(r"^other processes on the cores while the launches ran \(.*?\): (.*)$", text, re.M)
         slow = re.search(r"^purchases slower than 10 ms: .*\(([0-9.]+)%\); in flight during a stop: "
-                         r"\d+ \((\d+)% of them\); the others are ([0-9.]+)% of all purchases", text, re.M)
+                         r"\d+ \((\d+)% of them, against ([0-9.]+)% of all purchases\); those not: "
+                         r"([0-9.]+)% of all purchases", text, re.M)
+        recorder = number(r"^the recording of the cores took ([0-9.]+) s of CPU a launch", text)
         return {"peak": number(r"maximum sustained: peak rate (\d+)/s", text) or 0, "p99": p99,
                 "p999": p999, "met": re.search(r"target \(.*: met$", text, re.M) is not None,
                 "waits": waits, "busiest": busiest and busiest.group(1),
@@ -179,8 +181,9 @@ def main():
                 "kernel": number(r"^node CPU: .* ([0-9]+)% of it in the kernel", text),
                 "dropped": [int(v) for v in dropped.group(1).split()] if dropped else [],
                 "stops": stopped and (stopped.group(1), stopped.group(2)),
-                "others": others and others.group(1),
-                "slow": slow and (float(slow.group(1)), int(slow.group(2)), float(slow.group(3)))}
+                "others": others and others.group(1), "recorder": recorder,
+                "slow": slow and (float(slow.group(1)), int(slow.group(2)), float(slow.group(3)),
+                                  float(slow.group(4)))}
 
     def waited(l):
         names = [("seckill-shard", "the shard"), ("seckill-worker", "the order worker"),
@@ -201,18 +204,21 @@ def main():
                    if l and l["stops"] and l["slow"]]
         if watched:
             why += ("Core by core, in each launch (a timer sample a millisecond and every switch, "
-                    "`bench/stalls.py`), the cores stopped outright, the virtual CPU not running "
-                    "while a thread held it: "
-                    + "; ".join(f"{how}, launch by launch {l['stops'][0]}; "
-                                + re.sub(r"core (\d+) (\d+), ", r"core \1: \2 stops, ", l["stops"][1])
+                    "`bench/stalls.py`), the cores stopped: no sample or switch for 5 ms or more "
+                    "while a thread held the core and no record lost, taken as the virtual CPU not "
+                    "running: "
+                    + "; ".join(f"{how}, launch by launch {l['stops'][0]}; {l['stops'][1]}"
                                 for how, l in watched)
                     + ". Of the purchases slower than 10 ms, "
-                    + "; ".join(f"{how}, {l['slow'][1]}% were in flight during such a stop (the "
-                                f"slow ones are {l['slow'][0]:.2f}% of all purchases, the rest "
-                                f"{l['slow'][2]:.2f}%)" for how, l in watched)
-                    + ". The machine's own services took turns on the cores meanwhile (an Erlang "
-                    "VM's schedulers among them, `N_scheduler`): "
+                    + "; ".join(f"{how}, {l['slow'][1]}% were in flight during a stop, against "
+                                f"{l['slow'][2]:.1f}% of all purchases (the slow ones are "
+                                f"{l['slow'][0]:.2f}% of all purchases, those not in flight during "
+                                f"a stop {l['slow'][3]:.2f}%)" for how, l in watched)
+                    + ". Other processes ran on the cores meanwhile: "
                     + "; ".join(f"{how}, {l['others']}" for how, l in watched if l["others"])
+                    + ". These launches ran under that recording"
+                    + "".join(f" (its own CPU {l['recorder']:.2f} s a launch, {how})"
+                              for how, l in watched if l["recorder"] is not None)
                     + ". ")
         full = [(how, l) for l, how in ((shared, "sharing the cores"), (pinned, "pinned"))
                 if l and l["busiest"] and l["costs"]]
@@ -418,34 +424,36 @@ lookup, had the longest tail (p99 33-73 ms), and the refusals that never reach R
 (blocked, rate limited) 11-50 ms: the shard's core is full in bursts, whatever the answer."""
 
 STOPS = """**What the launch's tail is made of.** Each measured launch is now traced (the \
-simulator's `--trace`: every purchase's planned instant on the monotonic clock and its \
-latency) under a light recording of the cores (a timer sample a millisecond, every switch), \
-and `bench/stalls.py` lines the two up. Two sources showed that no setting of the node \
-reaches. The cores stop: a core that holds a thread and takes no timer sample for 5 ms or \
-more did not run at all, which a guest's scheduler cannot do to a running thread, so the \
-virtual CPU itself was off (this machine reports no steal time, and the guest counts such a \
-stop as the thread's run time). In one pinned launch at 17,600/s recorded at 10 kHz \
-(2026-12-05, an AMD EPYC) the node's core stopped six times, for 11.0, 18.1, 6.6, 13.6, 13.9 \
-and 10.3 ms, each time with the shard inside `sendto`, and each stop fell on one of the \
-launch's clusters of slow purchases (23, 42, 19, 18 and 14 ms at their worst): 71% of the \
-purchases slower than 10 ms, and 97% of those slower than 20, were in flight during one; \
-without them the purchases over 10 ms would have been 0.37% of all, inside a p99 of 10 ms. \
-And the machine's own services run on the same cores: in three pinned launches at \
-17,600/s (one load thread), the one whose p99 was 46 ms had an Erlang VM's scheduler \
-threads (`beam.smp`, a service of this machine) take turns with the shard on its core for \
-100 ms, 2-8 ms at a time: 1,959 of its 3,021 purchases slower than 10 ms were in flight \
-then, waiting up to 108 ms. In the other two (p99 6.95 and 11.03 ms), 493 of 654 and 670 of \
-1,379 were in flight during a stop, and 120 and 76 were the opening second's, when the \
-purchases go to Redis until the shard hears the stock is gone. In the full run above the \
-stops were fewer and shorter, and held 9-14% of the purchases slower than 10 ms (the target's \
-row): most of the rest came while both cores were full (98-99% busy in the launch's busiest \
-second), which on two cores shared by the node, the simulator, Redis and the machine's own \
-services is the launch at 80% of its peak. Two changes were tried against them and not kept: the node at \
-nice -10, ahead of those services (four pinned launches each at 17,600/s, alternating: p99 \
-14.6 15.6 48.8 17.1 ms against 14.4 4.8 8.2 15.6 at nice 0), and one load thread instead of \
-two on the simulator's one core (three each: p99 10.6 10.0 35.3 ms against 47.2 17.2 30.8, \
-but the one thread reuses its connections across the whole crowd and opens 6,600 a launch \
-against 26,000: a lighter load, not the same launch)."""
+simulator's `--trace`: each purchase's planned instant on the monotonic clock and its \
+latency) under a light recording of the cores (a timer sample a millisecond on each core, \
+every switch), and `bench/stalls.py` lines the two up. Two sources outside the node showed. \
+The cores stop: the timer samples a core every millisecond whatever it runs, so a core that \
+held a thread and recorded nothing for 5 ms or more, with no record lost, is taken as its \
+virtual CPU not running (or, the one other explanation, the guest's kernel holding its timer \
+interrupt off that long); this machine reports no steal time, and the guest counts such a \
+stop as the thread's run time. In one pinned launch at 17,600/s recorded at 10 kHz with call \
+stacks (`perf record -F 9999 -a -g -k CLOCK_MONOTONIC`, 2026-12-05, an AMD EPYC), the \
+node's core stopped five times, for 11.0, 18.1, 6.6, 13.6 and 10.3 ms (four times holding \
+the shard, once `mariadbd`), each on one of the launch's clusters of slow purchases (23, 42, \
+19 and 14 ms at their worst): 60% of the purchases slower than 10 ms, and 97% of those \
+slower than 20, were in flight during one, and those over 10 ms that were not came to 0.52% \
+of all purchases. (A sixth silence, 13.9 ms, fell while the core was idle, with purchases \
+waiting up to 18 ms; it is not counted, as an idle core need not take samples.) And other \
+processes of this \
+machine run on the same cores: in three pinned launches at 17,600/s (one load thread, \
+`bench/stalls.py` on their recordings), the one whose p99 was 46 ms had an Erlang VM's \
+scheduler threads (`beam.smp`) take turns with the shard on its core for 100 ms, 2-8 ms at a \
+time, and 1,959 of its 3,021 purchases slower than 10 ms were in flight then, waiting up to \
+108 ms; over the three, 27% of the purchases slower than 10 ms were in flight during a stop, \
+against 0.5% of all purchases, and 196 of them were the opening second's, when purchases go \
+to Redis until the shard hears the stock is gone. How much the stops weigh moves from run to \
+run (the target's row gives this run's share); the rest of the slow purchases come while \
+the two cores are busy, 98-99% in the launch's busiest second. Two changes were tried \
+against these and not kept: the node at nice -10, ahead of the other processes (four pinned \
+launches each at 17,600/s, alternating: p99 14.6 15.6 48.8 17.1 ms against 14.4 4.8 8.2 15.6 \
+at nice 0), and one load thread instead of two on the simulator's one core (three each: p99 \
+10.6 10.0 35.3 ms against 47.2 17.2 30.8, but one thread reuses its connections across the \
+whole crowd and opens 6,600 a launch against 26,000: a lighter load, not the same launch)."""
 
 if __name__ == "__main__":
     main()

@@ -80,7 +80,8 @@ pub struct Tally {
 /// One purchase of a traced run.
 #[derive(Debug, Clone)]
 pub struct Traced {
-    /// When it was planned, from the start of the run.
+    /// The instant its latency is measured from (when it was planned; through a waiting
+    /// room, when it was sent), from the start of the run.
     pub planned: Duration,
     /// Its latency from then, µs.
     pub took_us: u64,

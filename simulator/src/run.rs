@@ -38,7 +38,8 @@ pub struct RunArgs {
     /// thresholds, fairness, scenario) to this file.
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
-    /// Write every purchase to this file as CSV: when it was planned, in seconds on the
+    /// Write every purchase to this file as CSV: the instant its latency is measured from
+    /// (when it was planned; through a waiting room, when it was sent), in seconds on the
     /// machine's monotonic clock (CLOCK_MONOTONIC, the clock of `perf` and the kernel's
     /// traces), its latency in ms, and its outcome; to line the slow ones up with what
     /// the machine did at the time.
@@ -181,7 +182,7 @@ pub fn write_report(path: &std::path::Path, report: &Report) -> anyhow::Result<(
         .with_context(|| format!("--report: writing {}", path.display()))
 }
 
-/// Every purchase of a run, in the order they were planned.
+/// Every purchase of a run, in the order of the instants their latencies are measured from.
 pub struct Trace {
     /// The run's start on the monotonic clock.
     origin: Duration,
@@ -189,7 +190,7 @@ pub struct Trace {
 }
 
 impl Trace {
-    /// Writes it as CSV: planned instant (monotonic clock, s), latency (ms), outcome.
+    /// Writes it as CSV: the instant measured from (monotonic clock, s), latency (ms), outcome.
     pub fn write(&self, path: &std::path::Path) -> std::io::Result<()> {
         use std::io::Write as _;
         let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);

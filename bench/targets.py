@@ -216,9 +216,9 @@ def main():
                                 f"a stop {l['slow'][3]:.2f}%)" for how, l in watched)
                     + ". Other processes ran on the cores meanwhile: "
                     + "; ".join(f"{how}, {l['others']}" for how, l in watched if l["others"])
-                    + ". These launches ran under that recording"
-                    + "".join(f" (its own CPU {l['recorder']:.2f} s a launch, {how})"
-                              for how, l in watched if l["recorder"] is not None)
+                    + ". These launches ran under that recording; its own CPU a launch: "
+                    + "; ".join(f"{how}, {l['recorder']:.2f} s"
+                                for how, l in watched if l["recorder"] is not None)
                     + ". ")
         full = [(how, l) for l, how in ((shared, "sharing the cores"), (pinned, "pinned"))
                 if l and l["busiest"] and l["costs"]]

@@ -109,7 +109,8 @@ pub(crate) async fn buy(
         t.timed("purchase", planned, r.is_ok());
         let took = (planned.elapsed().as_micros() as u64).max(1);
         t.last_answer = t.last_answer.max(ctx.start.elapsed());
-        let second = planned.saturating_duration_since(ctx.start).as_secs() as usize;
+        let from_start = planned.saturating_duration_since(ctx.start);
+        let second = from_start.as_secs() as usize;
         while t.per_second.len() <= second {
             // Two significant digits are plenty for a per-second line on a plot.
             let h = Histogram::new_with_bounds(1, 600_000_000, 2)
@@ -142,7 +143,7 @@ pub(crate) async fn buy(
             .or_default() += 1;
         if ctx.trace {
             t.trace.push(Traced {
-                planned: planned.saturating_duration_since(ctx.start),
+                planned: from_start,
                 took_us: took,
                 outcome: said.clone(),
             });

@@ -58,10 +58,10 @@ launch() {
       --json "$work/report.json" "$@" > "$work/summary.txt" 2>&3 || true; } 3>&2 2> "$work/sim.cpu"
   tcp_counters >> "$work/tcp"
 }
-# watched N RATE [extra sim flags]: launch N of the measured ones, its purchases traced,
-# under a light recording of the cores where perf can make it (a timer sample a
-# millisecond on each core, and every switch): bench/stalls.py finds in it the stops of
-# the cores and lines the slow purchases up with them. Adds the files to $stall_files,
+# watched N RATE [extra sim flags]: launch N of the measured ones; where perf can make a
+# light recording of the cores (a timer sample a millisecond on each core, and every
+# switch), its purchases traced under one: bench/stalls.py finds in it the stops of the
+# cores and lines the slow purchases up with them. Adds the files to $stall_files,
 # and the recorder's own CPU seconds to $work/recorder.cpu.
 stall_files=()
 watch_cores=
@@ -71,7 +71,7 @@ watched() {
   local i=$1 recorder
   shift
   if [ -z "$watch_cores" ]; then
-    launch "$@" --trace "$work/trace-$i.csv"
+    launch "$@"
     return
   fi
   ${LOAD_PIN[@]+"${LOAD_PIN[@]}"} "${cores_recording[@]}" -o "$work/cores-$i.data" -- sleep infinity \

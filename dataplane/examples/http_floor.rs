@@ -48,7 +48,9 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let handles = LocalExecutorPoolBuilder::new(PoolPlacement::MaxSpread(1, None))
+    // On a core the node's shard could have: within the CPUs this process was given.
+    let placement = PoolPlacement::MaxSpread(1, seckill_dataplane::server::allowed_cpus());
+    let handles = LocalExecutorPoolBuilder::new(placement)
         .name("floor-shard")
         .ring_depth(RING_DEPTH)
         .on_all_shards(move || async move {

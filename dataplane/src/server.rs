@@ -121,7 +121,7 @@ fn reserve_descriptors(settings: &Settings) {
 /// place shards over every online CPU, onto cores given to other work, or, where a
 /// cpuset forbids them, fail to start. `None` (every online CPU) where either cannot be
 /// read or they have no CPU in common.
-fn allowed_cpus() -> Option<glommio::CpuSet> {
+pub fn allowed_cpus() -> Option<glommio::CpuSet> {
     let allowed = rustix::thread::sched_getaffinity(None).ok()?;
     let cpus = glommio::CpuSet::online()
         .ok()?

@@ -38,11 +38,12 @@ pub struct RunArgs {
     /// thresholds, fairness, scenario) to this file.
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
-    /// Write every purchase to this file as CSV: the instant its latency is measured from
-    /// (when it was planned; through a waiting room, when it was sent), in seconds on the
-    /// machine's monotonic clock (CLOCK_MONOTONIC, the clock of `perf` and the kernel's
-    /// traces), its latency in ms, and its outcome; to line the slow ones up with what
-    /// the machine did at the time.
+    /// Write every purchase answered or failed (not those never sent or still unanswered
+    /// at the end) to this file as CSV: the instant its latency is measured from (when it
+    /// was planned; through a waiting room, when it was sent), in seconds on the machine's
+    /// monotonic clock (CLOCK_MONOTONIC: `perf record -k CLOCK_MONOTONIC` and ftrace's
+    /// `trace_clock=mono` read it), its latency in ms, and its outcome; to line the slow
+    /// ones up with what the machine did at the time. Written after the report.
     #[arg(long, value_name = "FILE.csv")]
     pub trace: Option<PathBuf>,
     /// Seed of the arrival plan (the same seed, the same plan).
@@ -140,10 +141,6 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     s.apply(&a.overrides);
     s.validate()?;
     let (report, trace) = execute_traced(&s, a.seed, a.trace.is_some())?;
-    if let (Some(p), Some(t)) = (&a.trace, trace) {
-        t.write(p)
-            .with_context(|| format!("--trace: writing {}", p.display()))?;
-    }
     if let Some(p) = &a.plot {
         std::fs::write(p, crate::plot::svg(&report))
             .with_context(|| format!("--plot: writing {}", p.display()))?;
@@ -159,6 +156,10 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
             print!("{}", summary(&report));
         }
         None => print!("{}", summary(&report)),
+    }
+    if let (Some(p), Some(t)) = (&a.trace, trace) {
+        t.write(p)
+            .with_context(|| format!("--trace: writing {}", p.display()))?;
     }
     Ok(if report.passed() {
         ExitCode::SUCCESS
@@ -182,7 +183,8 @@ pub fn write_report(path: &std::path::Path, report: &Report) -> anyhow::Result<(
         .with_context(|| format!("--report: writing {}", path.display()))
 }
 
-/// Every purchase of a run, in the order of the instants their latencies are measured from.
+/// Every purchase of a run answered or failed, in the order of the instants their latencies
+/// are measured from.
 pub struct Trace {
     /// The run's start on the monotonic clock.
     origin: Duration,

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """The stops of the machine's cores during launches, and the slow purchases beside them.
 
-Each core takes a timer sample every millisecond whatever it runs (`perf record -e
-cpu-clock/period=1000000/`), with `sched:sched_switch` beside it to know which thread it
-holds. A core that held a thread and recorded nothing, no sample and no switch, for 5 ms
-or more, with no records lost or throttled then, is taken to have stopped: its virtual
-CPU was not running. (The other explanation, the guest's kernel holding its timer
-interrupt off that long, would be a stop of the same kind.) Such a stop shows nowhere
-else: the guest counts it as the thread's run time, and this machine reports no steal
-time.
+Each core takes a timer sample every millisecond whatever it runs, its idle task included
+(`perf record -e cpu-clock/period=1000000/`), with `sched:sched_switch` beside it to know
+which thread it holds. A core that recorded nothing, no sample and no switch, for 5 ms or
+more, with no records lost or throttled then, is taken to have stopped: its virtual CPU
+was not running. (The other explanation, the guest's kernel holding its timer interrupt
+off that long, would be a stop of the same kind.) Such a stop shows nowhere else: the
+guest counts it as the thread's run time, or as idle time, and this machine reports no
+steal time. A stop while the core idled counts too: a thread woken then waits it out.
 
 Each launch's purchases come from the simulator's `--trace` (the instant each latency is
 measured from, on the monotonic clock, and the latency), lined up with the stops (`perf
@@ -16,8 +16,8 @@ record -k CLOCK_MONOTONIC`): how many purchases slower than 10 ms were in flight
 core was stopped (any core: the node, Redis and the simulator are all on a purchase's
 way), beside how many of all purchases were.
 
-From the same switches: which processes other than the launch's own, the bench's and the
-kernel's threads ran on each core while the launch ran (by name), and for how long.
+From the same switches: which threads other than the launch's own, the bench's and the
+kernel's ran on each core while the launch ran (by thread name), and for how long.
 
     bench/stalls.py SCRIPT_1 DROPPED_1 TRACE_1 [SCRIPT_2 DROPPED_2 TRACE_2 ...]
 
@@ -32,9 +32,9 @@ import sys
 STOP_S = 0.005   # a core silent this long while it held a thread had stopped
 SLOW_MS = 10.0   # the target's p99
 
-# The launch's own processes (and the bench's), the idle task, the recording and the
-# kernel's threads, by name.
-OURS = re.compile(r"^(seckill|redis-server|tokio-rt-worker|iou-wrk|perf|python3|sleep|bash|awk|"
+# The launch's own threads (and the bench's), the idle task, the recording and the
+# kernel's threads, by name (a thread's name, up to 15 characters).
+OURS = re.compile(r"^(seckill|redis-server|bio_|io_thd_|tokio-runtime-w|iou-wrk|perf|python3|sleep|bash|awk|"
                   r"taskset|swapper|ksoftirqd|kworker|rcu_|migration|kdamond|cpuhp|idle_inject|"
                   r"watchdog|jbd2|kswapd|kcompactd|khugepaged|irq/)")
 
@@ -60,8 +60,8 @@ def dropped(path):
 
 
 def stops(path, spans, lost):
-    """(core, start, end) of every stop in a recording, and (core, name, start, end) of
-    every turn of a process other than the launch's own and the kernel's; None when the
+    """(core, start, end, idle) of every stop in a recording, and (core, name, start, end)
+    of every turn of a thread other than the launch's own and the kernel's; None when the
     recording holds nothing."""
     line_re = re.compile(r"^\s*(\d+)\s+\[(\d+)\]\s+([0-9.]+):\s+(\S+):(.*)$")
     switch_re = re.compile(r"prev_comm=(.*?) prev_pid=.* next_comm=(.*?) next_pid=(\d+)")
@@ -79,9 +79,8 @@ def stops(path, spans, lost):
             seen = True
             cpu, t, event, rest = int(m.group(2)), float(m.group(3)), m.group(4), m.group(5)
             before = last.get(cpu)
-            if (before is not None and t - before >= STOP_S and held.get(cpu, 0) != 0
-                    and recorded(cpu, before, t)):
-                found.append((cpu, before, t))
+            if before is not None and t - before >= STOP_S and recorded(cpu, before, t):
+                found.append((cpu, before, t, held.get(cpu, 0) == 0))
             last[cpu] = t
             if event == "sched:sched_switch":
                 sw = switch_re.search(rest)
@@ -108,7 +107,7 @@ def plural(n, word):
 def main(args):
     if len(args) < 3 or len(args) % 3:
         sys.exit(__doc__)
-    total = slow = during = all_during = lost_records = 0
+    total = slow = during = all_during = lost_records = idle = 0
     cores, ran, per_launch = {}, {}, []
     for i in range(0, len(args), 3):
         spans, lost = dropped(args[i + 1]) if os.path.exists(args[i + 1]) else ({}, [])
@@ -118,36 +117,38 @@ def main(args):
             per_launch.append("not recorded" if recording is None else "no trace")
             continue
         found, others = recording
-        begin, end = bought[0][0], bought[-1][0]
-        found = [s for s in found if s[2] >= begin and s[1] <= end + 1]
+        # From the first purchase planned to the last one answered.
+        begin, end = bought[0][0], max(at + ms / 1000 for at, ms in bought)
+        found = [s for s in found if s[2] >= begin and s[1] <= end]
         for cpu, name, a, b in others:
-            if b >= begin and a <= end + 1:
+            if b >= begin and a <= end:
                 n, ms, longest = ran.get((cpu, name), (0, 0.0, 0.0))
                 ran[(cpu, name)] = (n + 1, ms + (b - a) * 1000, max(longest, (b - a) * 1000))
 
         def stopped(at, ms):
-            return any(a <= at + ms / 1000 and at <= b for _, a, b in found)
+            return any(a <= at + ms / 1000 and at <= b for _, a, b, _ in found)
 
         hit = [stopped(at, ms) for at, ms in bought]
         total += len(bought)
         slow += sum(1 for at, ms in bought if ms > SLOW_MS)
         during += sum(1 for (at, ms), h in zip(bought, hit) if h and ms > SLOW_MS)
         all_during += sum(hit)
-        for cpu, a, b in found:
+        for cpu, a, b, was_idle in found:
             n, ms, longest = cores.get(cpu, (0, 0.0, 0.0))
             cores[cpu] = (n + 1, ms + (b - a) * 1000, max(longest, (b - a) * 1000))
-        per_launch.append(f"{len(found)} ({sum(b - a for _, a, b in found) * 1000:.0f} ms)")
-    print("the cores' stops (no timer sample or switch for 5 ms or more while a thread held the "
-          "core, none lost: taken as the virtual CPU not running), launch by launch: "
+            idle += was_idle
+        per_launch.append(f"{len(found)} ({sum(b - a for _, a, b, _ in found) * 1000:.0f} ms)")
+    print("the cores' stops (no timer sample or switch for 5 ms or more, none lost: taken as the "
+          "virtual CPU not running), launch by launch: "
           + " ".join(per_launch) + "; by core: "
           + (", ".join(f"core {c}: {plural(n, 'stop')}, {ms:.0f} ms in all, the longest {longest:.1f} ms"
                        for c, (n, ms, longest) in sorted(cores.items())) or "none")
-          + f"; records the recording lost: {lost_records}")
+          + f"; {idle} of them while the core idled; records the recording lost: {lost_records}")
     by_core = {}
     for (cpu, name), (n, ms, longest) in ran.items():
         by_core.setdefault(cpu, []).append((ms, longest, name))
-    print("other processes on the cores while the launches ran (by name, their time and longest "
-          "turn): " + ("; ".join(
+    print("other threads on the cores while the launches ran (by thread name, their time and "
+          "longest turn): " + ("; ".join(
               f"core {cpu}: " + ", ".join(f"{name} {ms:.0f} ms (longest {longest:.1f} ms)"
                                           for ms, longest, name in sorted(v, reverse=True)[:3])
               for cpu, v in sorted(by_core.items())) or "none"))

@@ -27,6 +27,10 @@ def number(pattern, text):
     return float(m.group(1)) if m else None
 
 
+def plural(n, word):
+    return f"{n} {word}" + ("" if n == 1 else "es" if word.endswith("ch") else "s")
+
+
 def row(target, figure, met, why):
     return f"| {target} | {figure} | {'met' if met else 'missed'} | {'' if met else why} |"
 
@@ -167,8 +171,11 @@ def main():
         costs = re.search(r"^CPU a request, all three: (node (\d+) µs.*)$", text, re.M)
         dropped = re.search(r"full accept queue \(each a second's wait\): ([0-9 ]+)$", text, re.M)
         stopped = re.search(r"^the cores' stops \(.*\), launch by launch: (.*); by core: (.*); "
-                            r"records the recording lost: (\d+)$", text, re.M)
-        others = re.search(r"^other processes on the cores while the launches ran \(.*?\): (.*)$", text, re.M)
+                            r"(\d+) of them while the core idled; records the recording lost: (\d+)$",
+                            text, re.M)
+        others = re.search(r"^other threads on the cores while the launches ran \(.*?\): (.*)$", text, re.M)
+        recorded = re.search(r"^under a light recording of the cores, (\d+) launches more at this rate: "
+                             r"purchase p99 ([0-9. ]+) ms, p99\.9 ([0-9. ]+) ms$", text, re.M)
         slow = re.search(r"^purchases slower than 10 ms: .*\(([0-9.]+)%\); in flight during a stop: "
                          r"\d+ \((\d+)% of them, against ([0-9.]+)% of all purchases\); those not: "
                          r"([0-9.]+)% of all purchases", text, re.M)
@@ -180,7 +187,8 @@ def main():
                 "costs": costs and costs.group(1), "node_cpu": costs and int(costs.group(2)),
                 "kernel": number(r"^node CPU: .* ([0-9]+)% of it in the kernel", text),
                 "dropped": [int(v) for v in dropped.group(1).split()] if dropped else [],
-                "stops": stopped and (stopped.group(1), stopped.group(2)),
+                "stops": stopped and (stopped.group(1), stopped.group(2), int(stopped.group(3))),
+                "recorded": recorded and (recorded.group(2), recorded.group(3), int(recorded.group(1))),
                 "others": others and others.group(1), "recorder": recorder,
                 "slow": slow and (float(slow.group(1)), int(slow.group(2)), float(slow.group(3)),
                                   float(slow.group(4)))}
@@ -201,25 +209,33 @@ def main():
                                f"p99 **{l['p99']:.2f} ms**, p99.9 **{l['p999']:.2f} ms**")
         why = ""
         watched = [(how, l) for l, how in ((shared, "sharing the cores"), (pinned, "pinned"))
-                   if l and l["stops"] and l["slow"]]
+                   if l and l["stops"] and l["slow"] and l["recorded"]]
         if watched:
-            why += ("Core by core, in each launch (a timer sample a millisecond and every switch, "
-                    "`bench/stalls.py`), the cores stopped: no sample or switch for 5 ms or more "
-                    "while a thread held the core and no record lost, taken as the virtual CPU not "
+            n = max(l["recorded"][2] for _, l in watched)
+            why += (f"{plural(n, 'launch')} more at the same rate, after the measured ones, ran under a "
+                    "light recording of the cores (a timer sample a millisecond and every switch; "
+                    "its own CPU a launch: "
+                    + "; ".join(f"{how}, {l['recorder']:.2f} s"
+                                for how, l in watched if l["recorder"] is not None)
+                    + "), their purchases traced: p99 "
+                    + "; ".join(f"{how}, {l['recorded'][0].strip()} ms (p99.9 {l['recorded'][1].strip()})"
+                                for how, l in watched)
+                    + ". Core by core (`bench/stalls.py`), the cores stopped: no sample or switch "
+                    "for 5 ms or more, idle or not, and no record lost, taken as the virtual CPU not "
                     "running: "
-                    + "; ".join(f"{how}, launch by launch {l['stops'][0]}; {l['stops'][1]}"
+                    + "; ".join(f"{how}, launch by launch {l['stops'][0]}; {l['stops'][1]}; "
+                                f"{l['stops'][2]} of them while the core idled"
                                 for how, l in watched)
                     + ". Of the purchases slower than 10 ms, "
                     + "; ".join(f"{how}, {l['slow'][1]}% were in flight during a stop, against "
                                 f"{l['slow'][2]:.1f}% of all purchases (the slow ones are "
                                 f"{l['slow'][0]:.2f}% of all purchases, those not in flight during "
                                 f"a stop {l['slow'][3]:.2f}%)" for how, l in watched)
-                    + ". Other processes ran on the cores meanwhile: "
-                    + "; ".join(f"{how}, {l['others']}" for how, l in watched if l["others"])
-                    + ". These launches ran under that recording; its own CPU a launch: "
-                    + "; ".join(f"{how}, {l['recorder']:.2f} s"
-                                for how, l in watched if l["recorder"] is not None)
                     + ". ")
+            ran = [(how, l["others"]) for how, l in watched if l["others"] and l["others"] != "none"]
+            if ran:
+                why += ("Other threads ran on the cores meanwhile: "
+                        + "; ".join(f"{how}, {others}" for how, others in ran) + ". ")
         full = [(how, l) for l, how in ((shared, "sharing the cores"), (pinned, "pinned"))
                 if l and l["busiest"] and l["costs"]]
         if full:
@@ -423,24 +439,25 @@ pinned launch at 16,000/s, four each: p99 71.7 57.1 20.2 16.8 ms before, 37.3 32
 lookup, had the longest tail (p99 33-73 ms), and the refusals that never reach Redis \
 (blocked, rate limited) 11-50 ms: the shard's core is full in bursts, whatever the answer."""
 
-STOPS = """**What the launch's tail is made of.** Each measured launch is now traced (the \
-simulator's `--trace`: each purchase's planned instant on the monotonic clock and its \
-latency) under a light recording of the cores (a timer sample a millisecond on each core, \
-every switch), and `bench/stalls.py` lines the two up. Two sources outside the node showed. \
-The cores stop: the timer samples a core every millisecond whatever it runs, so a core that \
-held a thread and recorded nothing for 5 ms or more, with no record lost, is taken as its \
-virtual CPU not running (or, the one other explanation, the guest's kernel holding its timer \
+STOPS = """**What the launch's tail is made of.** After the measured launches, three more at \
+the same rate are traced (the simulator's `--trace`: each purchase's planned instant on the \
+monotonic clock and its latency) under a light recording of the cores (a timer sample a \
+millisecond on each core, every switch), and `bench/stalls.py` lines the two up; the target \
+is judged on the launches without it. Two sources outside the node showed. The cores stop: \
+the timer samples a core every millisecond whatever it runs, its idle task included, so a \
+core that recorded nothing for 5 ms or more, with no record lost, is taken as its virtual \
+CPU not running (or, the one other explanation, the guest's kernel holding its timer \
 interrupt off that long); this machine reports no steal time, and the guest counts such a \
-stop as the thread's run time. In one pinned launch at 17,600/s recorded at 10 kHz with call \
+stop as the thread's run time or as idle time. An idle core stops too (recordings of \
+the machine at rest, a few seconds each, held silences of up to 123 ms), and a thread woken \
+then waits it out. In one pinned launch at 17,600/s recorded at 10 kHz with call \
 stacks (`perf record -F 9999 -a -g -k CLOCK_MONOTONIC`, 2026-12-05, an AMD EPYC), the \
 node's core stopped five times, for 11.0, 18.1, 6.6, 13.6 and 10.3 ms (four times holding \
 the shard, once `mariadbd`), each on one of the launch's clusters of slow purchases (23, 42, \
 19 and 14 ms at their worst): 60% of the purchases slower than 10 ms, and 97% of those \
 slower than 20, were in flight during one, and those over 10 ms that were not came to 0.52% \
 of all purchases. (A sixth silence, 13.9 ms, fell while the core was idle, with purchases \
-waiting up to 18 ms; it is not counted, as an idle core need not take samples.) And other \
-processes of this \
-machine run on the same cores: in three pinned launches at 17,600/s (one load thread, \
+waiting up to 18 ms.) And other processes of this machine run on the same cores: in three pinned launches at 17,600/s (one load thread, \
 `bench/stalls.py` on their recordings), the one whose p99 was 46 ms had an Erlang VM's \
 scheduler threads (`beam.smp`) take turns with the shard on its core for 100 ms, 2-8 ms at a \
 time, and 1,959 of its 3,021 purchases slower than 10 ms were in flight then, waiting up to \

@@ -816,13 +816,30 @@ impl Client {
     }
 }
 
-/// Asks for a challenge, solves it, and trades it for a ticket.
+/// Asks for a challenge, solves it, and trades it for a ticket; from the start again, as
+/// a client told to retry would, while the node answers 503 `unavailable` (its Redis did
+/// not answer in time: with `appendfsync always` on a busy disk, an fsync can hold it
+/// past the node's command timeout).
 pub fn earn_ticket(c: &Client, campaign: &str, token: &str) -> (u16, serde_json::Value) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (code, body) = earn_ticket_once(c, campaign, token);
+        if code != 503 || body["error"] != "unavailable" || Instant::now() > deadline {
+            return (code, body);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn earn_ticket_once(c: &Client, campaign: &str, token: &str) -> (u16, serde_json::Value) {
     let (code, ch) = c.post(
         &format!("/api/campaigns/{campaign}/challenge"),
         Some(token),
         "",
     );
+    if code == 503 {
+        return (code, ch);
+    }
     assert_eq!(code, 200, "{ch}");
     let nonce = seckill_dataplane::guard::pow::solve(
         ch["prefix"].as_str().expect("prefix"),

@@ -29,7 +29,7 @@ import os
 import re
 import sys
 
-STOP_S = 0.005   # a core silent this long while it held a thread had stopped
+STOP_S = 0.005   # a core silent this long, idle or not, had stopped
 SLOW_MS = 10.0   # the target's p99
 
 # The launch's own threads (and the bench's), the idle task, the recording and the
@@ -80,7 +80,7 @@ def stops(path, spans, lost):
             cpu, t, event, rest = int(m.group(2)), float(m.group(3)), m.group(4), m.group(5)
             before = last.get(cpu)
             if before is not None and t - before >= STOP_S and recorded(cpu, before, t):
-                found.append((cpu, before, t, held.get(cpu, 0) == 0))
+                found.append((cpu, before, t, held.get(cpu) == 0))
             last[cpu] = t
             if event == "sched:sched_switch":
                 sw = switch_re.search(rest)

@@ -27,10 +27,6 @@ def number(pattern, text):
     return float(m.group(1)) if m else None
 
 
-def plural(n, word):
-    return f"{n} {word}" + ("" if n == 1 else "es" if word.endswith("ch") else "s")
-
-
 def row(target, figure, met, why):
     return f"| {target} | {figure} | {'met' if met else 'missed'} | {'' if met else why} |"
 
@@ -212,7 +208,7 @@ def main():
                    if l and l["stops"] and l["slow"] and l["recorded"]]
         if watched:
             n = max(l["recorded"][2] for _, l in watched)
-            why += (f"{plural(n, 'launch')} more at the same rate, after the measured ones, ran under a "
+            why += (f"Launches more at the same rate ({n} a run), after the measured ones, ran under a "
                     "light recording of the cores (a timer sample a millisecond and every switch; "
                     "its own CPU a launch: "
                     + "; ".join(f"{how}, {l['recorder']:.2f} s"
@@ -457,8 +453,8 @@ the shard, once `mariadbd`), each on one of the launch's clusters of slow purcha
 19 and 14 ms at their worst): 60% of the purchases slower than 10 ms, and 97% of those \
 slower than 20, were in flight during one, and those over 10 ms that were not came to 0.52% \
 of all purchases. (A sixth silence, 13.9 ms, fell while the core was idle, with purchases \
-waiting up to 18 ms.) And other processes of this machine run on the same cores: in three pinned launches at 17,600/s (one load thread, \
-`bench/stalls.py` on their recordings), the one whose p99 was 46 ms had an Erlang VM's \
+waiting up to 18 ms.) And other processes of this machine run on the same cores: in three \
+pinned launches at 17,600/s (one load thread, `bench/stalls.py` on their recordings), the one whose p99 was 46 ms had an Erlang VM's \
 scheduler threads (`beam.smp`) take turns with the shard on its core for 100 ms, 2-8 ms at a \
 time, and 1,959 of its 3,021 purchases slower than 10 ms were in flight then, waiting up to \
 108 ms; over the three, 27% of the purchases slower than 10 ms were in flight during a stop, \

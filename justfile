@@ -209,6 +209,10 @@ bench-growth ROUNDS="3" SECONDS="2" HOLDS="1000000":
 bench-queue ROUNDS="3" SECONDS="5":
     bench/queue.sh {{ROUNDS}} {{SECONDS}}
 
+# The node's instructions a request (callgrind): /api/time beside the refusals, and where the difference goes.
+bench-node-instructions SECONDS="4":
+    bench/node-instructions.sh {{SECONDS}}
+
 # Redis CPU per order: the earlier purchase script (bench/baseline) beside today's, one and several purchases a call.
 bench-script ROUNDS="3" PURCHASES="40000":
     bench/script-cost.sh {{ROUNDS}} {{PURCHASES}}

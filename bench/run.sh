@@ -33,6 +33,7 @@ run() {
 # speed changes from minute to minute and a median of three follows it.
 run bench/http-ceiling.sh 1 "$((rounds * 2 + 1))" "$secs"
 run bench/http-ceiling.sh 2 "$rounds" "$secs"
+run bench/node-instructions.sh "$secs"
 run bench/script-cost.sh "$rounds" 40000
 run bench/script-instructions.sh 4096
 run bench/redis-ceiling.sh "$rounds" "$secs" 1

@@ -296,14 +296,17 @@ fn starting(shard: &Shard) -> Result<(), ApiError> {
 
 /// The user a request's bearer token names.
 fn authenticate(shard: &Shard, req: &Request<Incoming>) -> Result<Rc<str>, ApiError> {
-    let header = req.headers().get(hyper::header::AUTHORIZATION);
-    let token = request::bearer(header.map(|h| h.as_bytes()))?;
+    let header = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .map(|h| h.as_bytes());
     let s = &shard.settings;
     let now_ms = crate::clock::coarse_now_ms();
-    let known = shard.tokens.borrow().user(token, now_ms);
+    let known = request::bearer_bytes(header).and_then(|t| shard.tokens.borrow().user(t, now_ms));
     let user = match known {
         Some(user) => user,
         None => {
+            let token = request::bearer(header)?;
             let max_ttl_ms = s.max_token_ttl.as_millis() as i64;
             let (user, expires_ms) = auth::verify_token_until(&s.secret, token, now_ms, max_ttl_ms)
                 .map_err(|e| {
@@ -319,7 +322,7 @@ fn authenticate(shard: &Shard, req: &Request<Incoming>) -> Result<Rc<str>, ApiEr
             shard
                 .tokens
                 .borrow_mut()
-                .insert(token, user.clone(), expires_ms);
+                .insert(token.as_bytes(), user.clone(), expires_ms);
             user
         }
     };

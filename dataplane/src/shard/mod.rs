@@ -125,7 +125,9 @@ pub struct Shard {
     pub index: usize,
     pub settings: Rc<Settings>,
     pub store: Store,
-    campaigns: RefCell<HashMap<String, CampaignView>>,
+    /// By id, hashed with foldhash: every request names a campaign, and the ids are the
+    /// operators' own, not a client's to choose.
+    campaigns: RefCell<HashMap<String, CampaignView, foldhash::fast::RandomState>>,
     version: Cell<Option<i64>>,
     /// Set once a sync has read everything: until then the shard's copy is empty, not
     /// true, and shopper routes answer 503.

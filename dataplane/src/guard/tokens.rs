@@ -13,9 +13,11 @@ use foldhash::fast::RandomState;
 /// that carry the token, not copied for each.
 ///
 /// Looked up by the token's bytes as they came, which need no UTF-8 check, and hashed
-/// with foldhash (seeded at random in each process), which over a token's length costs
-/// a fraction of SipHash: only tokens signed with the nodes' secret get in, so a client
-/// cannot choose keys that collide.
+/// with foldhash, which over a token's length costs a fraction of SipHash. foldhash does
+/// not claim to resist an attacker who watches it; here no client chooses the keys'
+/// bytes: only tokens whose signature held get in, each ending in an HMAC of the nodes'
+/// secret (even where anyone may have tokens made, with the demo issuer), the seed is
+/// drawn at random in each process, and a full cache is emptied.
 #[derive(Debug)]
 pub struct VerifiedTokens {
     tokens: HashMap<Box<[u8]>, (Rc<str>, i64), RandomState>,

@@ -42,11 +42,9 @@ enum Phase {
 /// under callgrind (`bench/node-instructions.sh`), where rustix's own vDSO lookup fails.
 fn coarse_ms() -> u64 {
     use nix::time::{clock_gettime, ClockId};
-    clock_gettime(ClockId::CLOCK_MONOTONIC_COARSE)
-        .or_else(|_| clock_gettime(ClockId::CLOCK_MONOTONIC))
-        .map_or(0, |t| {
-            t.tv_sec() as u64 * 1000 + t.tv_nsec() as u64 / 1_000_000
-        })
+    // Linux has had this clock since 2.6.32; a node without it could keep no deadline.
+    let t = clock_gettime(ClockId::CLOCK_MONOTONIC_COARSE).expect("the coarse monotonic clock");
+    t.tv_sec() as u64 * 1000 + t.tv_nsec() as u64 / 1_000_000
 }
 
 /// How far [`coarse_ms`] may trail the precise clock timers run on: a tick, and the
@@ -55,8 +53,9 @@ fn coarse_ms() -> u64 {
 fn coarse_lag() -> Duration {
     static LAG: OnceLock<Duration> = OnceLock::new();
     *LAG.get_or_init(|| {
-        let tick = rustix::time::clock_getres(rustix::time::ClockId::MonotonicCoarse);
-        Duration::new(tick.tv_sec as u64, tick.tv_nsec as u32) + Duration::from_millis(1)
+        use nix::time::{clock_getres, ClockId};
+        let tick = clock_getres(ClockId::CLOCK_MONOTONIC_COARSE).expect("the coarse clock's tick");
+        Duration::new(tick.tv_sec() as u64, tick.tv_nsec() as u32) + Duration::from_millis(1)
     })
 }
 

@@ -98,18 +98,22 @@ def main():
                    "measured here. ")
         counted = printed(runs, "bench/node-instructions.sh")
         each = lambda label: number(rf"^\s+{re.escape(label)}\s+([0-9]+)\s", counted)
-        crate = lambda name: number(rf"^\s+[0-9]+\s+[0-9]+\s+([+-][0-9]+)\s+{name}$", counted) or 0
+        crate = lambda name: number(rf"^\s+[0-9]+\s+[0-9]+\s+([+-][0-9]+)\s+{name}$", counted)
         t_ir, s_ir = each("GET /api/time"), each("purchase, sold out")
         if t_ir and s_ir:
-            http_lib = crate("http") + crate("hyper") + crate("httparse")
             why += (f"Counted in instructions, which repeat from run to run where time does not "
                     f"(`bench/node-instructions.sh`, the node under callgrind; user space only): "
-                    f"`/api/time` {t_ir:.0f} a request, a sold-out purchase {s_ir:.0f}; of the "
-                    f"{crate('in all'):.0f} more in the functions' own counts, {http_lib:+.0f} in the HTTP library (the longer head "
-                    f"with a token, a content type and a length, and the body), "
-                    f"{crate('seckill_dataplane'):+.0f} in the node's own code (the token, the "
-                    f"route, the verdict, the answer), {crate('serde_json'):+.0f} in serde_json and "
-                    f"{crate('libc'):+.0f} in the C library (memory, copies). ")
+                    f"`/api/time` {t_ir:.0f} a request, a sold-out purchase {s_ir:.0f}")
+            parts = {name: crate(name) for name in ("http", "hyper", "httparse", "seckill_dataplane",
+                                                    "serde_json", "libc")}
+            if all(v is not None for v in parts.values()):
+                http_lib = parts["http"] + parts["hyper"] + parts["httparse"]
+                why += (f"; of the {s_ir - t_ir:.0f} more, {http_lib:+.0f} in the HTTP library (the "
+                        f"longer head with a token, a content type and a length, and the body), "
+                        f"{parts['seckill_dataplane']:+.0f} in the node's own code (the token, the "
+                        f"route, the verdict, the answer), {parts['serde_json']:+.0f} in serde_json "
+                        f"and {parts['libc']:+.0f} in the C library (memory, copies)")
+            why += ". "
         best = max(floor or 0, floor_hyper or 0)
         if best and best / nginx < 0.75:
             why += (f"Against nginx the runtime itself stands in the way: a glommio executor placed "

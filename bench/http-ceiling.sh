@@ -64,10 +64,6 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/ap
 code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/api/campaigns/later/purchase" -H "Authorization: Bearer $SECKILL_TOKEN" -d '{"quantity": 1}')
 [ "$code" = 425 ] || { echo "expected 425 not_started, got $code" >&2; exit 1; }
 
-limits() {
-  $bin/seckill-dataplane limits --redis "$ops_redis" --redis-password-file "$ops_password_file" set "$@" >/dev/null
-  sleep 0.5
-}
 hz=$(getconf CLK_TCK)
 declare -A runs cpus
 # measure KEY PID URL [WRK FLAGS]: one wrk run; its rate to runs[KEY], and the CPU a

@@ -88,6 +88,13 @@ TOML
   "${c[@]}" start "$1" >/dev/null
 }
 
+# limits SETTING=VALUE...: sets those limits in $ops_redis and gives the nodes half a
+# second to read them.
+limits() {
+  $bin/seckill-dataplane limits --redis "$ops_redis" --redis-password-file "$ops_password_file" set "$@" >/dev/null
+  sleep 0.5
+}
+
 # no_limits: every rate limit, the automatic blocking and admission off, in $ops_redis.
 no_limits() {
   $bin/seckill-dataplane limits --redis "$ops_redis" --redis-password-file "$ops_password_file" \

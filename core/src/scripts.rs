@@ -23,6 +23,8 @@ scripts! {
     TRANSFER_IN => "scripts/transfer_in.lua",
     /// Transfer step 3, on the source.
     TRANSFER_ACK => "scripts/transfer_ack.lua",
+    /// Lends an empty partition to a shard, with its first answers.
+    LEASE => "scripts/lease.lua",
     /// Pays a held order.
     PAY => "scripts/pay.lua",
     /// Releases holds past their deadline.
@@ -54,7 +56,7 @@ scripts! {
 }
 
 /// The scripts the shards call, loaded on each new connection.
-pub fn hot_path() -> [&'static Script; 10] {
+pub fn hot_path() -> [&'static Script; 11] {
     [
         &PURCHASE,
         &ISSUE_TICKET,
@@ -66,6 +68,7 @@ pub fn hot_path() -> [&'static Script; 10] {
         &TRANSFER_ACK,
         &PAY,
         &RELEASE,
+        &LEASE,
     ]
 }
 

@@ -127,3 +127,113 @@ fn the_rebalancer_refills_an_empty_partition() {
     assert!(s[1] > 0, "partition 1 refilled: {s:?}");
     assert_eq!(s.iter().sum::<i64>(), 20);
 }
+
+/// `lease.lua` on a partition: its answer, as `{lent, seq, first answers...}`.
+fn lease(
+    con: &mut seckill_dataplane::connection::Connection,
+    p: u32,
+    ms: u64,
+    seq: &str,
+) -> Vec<String> {
+    let k = PartitionKeys::new("lend", p);
+    let v: Vec<redis::Value> = scripts::LEASE
+        .key(k.part())
+        .key(k.once())
+        .arg(ms)
+        .arg(seq)
+        .arg(100)
+        .invoke(con)
+        .expect("lease");
+    v.iter()
+        .map(|x| seckill_dataplane::store::text(Some(x)).unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn a_lent_partition_takes_no_units_until_its_lease_is_over() {
+    let redis = Redis::start();
+    let mut con = redis.con();
+    control::create(&mut con, common::spec("lend", 20, 2, 1)).expect("create");
+    control::arm(&mut con, "lend").expect("arm");
+    control::act(&mut con, "lend", Action::Start).expect("start");
+    let c = control::get(&mut con, "lend").expect("campaign");
+    let transfer = |con: &mut seckill_dataplane::connection::Connection, from: u32, to: u32| {
+        let src = PartitionKeys::new("lend", from);
+        let v: (i64, String, i64, i64, i64) = scripts::TRANSFER_OUT
+            .key(src.part())
+            .key(src.transfers_out())
+            .arg(to)
+            .arg(10)
+            .arg(from)
+            .invoke(con)
+            .expect("transfer out");
+        let dst = PartitionKeys::new("lend", to);
+        let applied: i64 = scripts::TRANSFER_IN
+            .key(dst.part())
+            .key(dst.transfers_in())
+            .arg(&v.1)
+            .arg(v.0)
+            .invoke(con)
+            .expect("transfer in");
+        (v.1, v.0, applied)
+    };
+    let ack = |con: &mut seckill_dataplane::connection::Connection, from: u32, id: &str| {
+        let src = PartitionKeys::new("lend", from);
+        let _: i64 = scripts::TRANSFER_ACK
+            .key(src.part())
+            .key(src.transfers_out())
+            .arg(id)
+            .invoke(con)
+            .expect("ack");
+    };
+
+    // A partition with units is not lent.
+    assert_eq!(lease(&mut con, 0, 400, ""), vec!["0"]);
+    // Partition 0's units go to partition 1; empty, it is lent, with its (no) first answers.
+    let (id, moved, applied) = transfer(&mut con, 0, 1);
+    assert_eq!((moved, applied), (10, 1));
+    ack(&mut con, 0, &id);
+    assert_eq!(stocks(&mut con, "lend"), vec![0, 20]);
+    assert_eq!(lease(&mut con, 0, 400, ""), vec!["1", "0"]);
+    // Asked again with the copy's order sequence: the copy is whole.
+    assert_eq!(lease(&mut con, 0, 400, "0"), vec!["1", "0"]);
+
+    // Units sent to it meanwhile wait on the source, in transit, and the lease is not
+    // renewed: it must end so that they can come in.
+    let (id, moved, applied) = transfer(&mut con, 1, 0);
+    assert_eq!((moved, applied), (10, -1), "not applied while lent");
+    assert_eq!(stocks(&mut con, "lend"), vec![0, 10]);
+    let l = ledger::check(&mut con, &c).expect("ledger");
+    assert!(l.holds(), "the units in transit are accounted for: {l}");
+    assert_eq!((l.remaining, l.in_transit), (10, 10));
+    assert_eq!(
+        lease(&mut con, 0, 400, "0"),
+        vec!["0"],
+        "not renewed once units wait"
+    );
+
+    // Once it is over, the transfer is applied, once.
+    std::thread::sleep(Duration::from_millis(450));
+    let dst = PartitionKeys::new("lend", 0);
+    let apply = |con: &mut seckill_dataplane::connection::Connection| -> i64 {
+        scripts::TRANSFER_IN
+            .key(dst.part())
+            .key(dst.transfers_in())
+            .arg(&id)
+            .arg(10)
+            .invoke(con)
+            .expect("transfer in")
+    };
+    assert_eq!(apply(&mut con), 1);
+    assert_eq!(apply(&mut con), 0);
+    ack(&mut con, 1, &id);
+    assert_eq!(stocks(&mut con, "lend"), vec![10, 10]);
+    assert_eq!(
+        lease(&mut con, 0, 400, "0"),
+        vec!["0"],
+        "units are there again"
+    );
+    let l = ledger::check(&mut con, &c).expect("ledger");
+    assert!(l.holds(), "{l}");
+    assert_eq!((l.remaining, l.in_transit), (20, 0));
+}

@@ -1,5 +1,7 @@
 -- Releases holds past their deadline: each unit returns to the partition's stock and the
--- buyer may try again. A no-op for an order that is no longer held (paid in time).
+-- buyer may try again. A no-op for an order that is no longer held (paid in time). Not
+-- while the partition is lent to a shard (lease.lua): then it only asks for the lease to
+-- end, and the next call releases them.
 -- KEYS: part, holds, buyers, events
 -- ARGV: order key prefix, most orders to release in one call
 -- Returns the number of orders released.
@@ -7,6 +9,12 @@ local part, holds, buyers, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = redis.call('ZRANGEBYSCORE', holds, '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local l = redis.call('HMGET', part, 'lease_ms', 'returning')
+if now < tonumber(l[1] or '0') then
+  if #due > 0 and l[2] ~= '1' then redis.call('HSET', part, 'returning', 1) end
+  return 0
+end
+if l[2] == '1' then redis.call('HSET', part, 'returning', 0) end
 local released = 0
 for _, oid in ipairs(due) do
   local key = ARGV[1] .. oid

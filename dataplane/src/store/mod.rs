@@ -2,6 +2,7 @@
 //! the user's partition, and the crash-safe transfers that move stock between partitions.
 
 mod conn;
+mod lease;
 mod orders;
 mod purchase;
 mod queue;
@@ -10,6 +11,7 @@ mod transfer;
 
 pub(crate) use conn::connect;
 pub use conn::{slot_of, RedisConn, Reply, StoreError};
+pub use lease::{Lease, LEASE_MS};
 pub use orders::Payment;
 pub use purchase::{purchase_call, Purchase, PurchaseRequest, Queued};
 pub use queue::{Look, Round, Standing};

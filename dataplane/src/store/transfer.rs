@@ -95,7 +95,9 @@ impl Store {
         })
     }
 
-    /// Applies a logged transfer on its target, then clears it on its source.
+    /// Applies a logged transfer on its target, then clears it on its source. Whether it
+    /// is applied: a target lent to a shard (see [`Store::lease`]) takes it once the lease
+    /// is over, and until then the log keeps it on the source.
     async fn finish_transfer(
         &self,
         campaign: &str,
@@ -103,14 +105,18 @@ impl Store {
         target: u32,
         id: &str,
         units: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let t = PartitionKeys::new(campaign, target);
-        self.eval(
-            &scripts::TRANSFER_IN,
-            &[&t.part(), &t.transfers_in()],
-            &[id, &units.to_string()],
-        )
-        .await?;
+        let applied = self
+            .eval(
+                &scripts::TRANSFER_IN,
+                &[&t.part(), &t.transfers_in()],
+                &[id, &units.to_string()],
+            )
+            .await?;
+        if int(Some(&applied)) == Some(-1) {
+            return Ok(false);
+        }
         let s = PartitionKeys::new(campaign, source);
         self.eval(
             &scripts::TRANSFER_ACK,
@@ -118,7 +124,7 @@ impl Store {
             &[id],
         )
         .await?;
-        Ok(())
+        Ok(true)
     }
 
     /// Finishes every transfer logged on `source` (older than `min_age_s`, by Redis time).
@@ -149,9 +155,12 @@ impl Store {
             if now_s - at < min_age_s {
                 continue;
             }
-            self.finish_transfer(campaign, source, target as u32, &id, units)
-                .await?;
-            done += 1;
+            if self
+                .finish_transfer(campaign, source, target as u32, &id, units)
+                .await?
+            {
+                done += 1;
+            }
         }
         Ok(done)
     }

@@ -1,0 +1,60 @@
+//! Lending an empty partition to a shard: while the lease lasts no unit enters the
+//! partition, so it takes no order, and the first answers it holds are all it will hold.
+//! A shard that holds the lease answers a retried `Idempotency-Key` with no first answer
+//! there itself, instead of asking Redis for every refused purchase with a key.
+
+use super::{int, items, text, Store, StoreError};
+use crate::keys::PartitionKeys;
+use crate::scripts;
+
+/// How long Redis keeps a partition lent: units that come back to it (expired holds,
+/// transfers) wait at most this long after the last renewal.
+pub const LEASE_MS: u64 = 1_000;
+
+/// Most entries of a partition's first answers handed over: a larger copy is not made.
+pub const MOST_ANSWERS: usize = 65_536;
+
+/// What Redis answered a shard that asked for a partition's lease.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Lease {
+    /// Not lent: units are there or on their way, or too many first answers to copy.
+    Refused,
+    /// Lent; no order since the order sequence the shard named, so its copy is whole.
+    Whole { seq: i64 },
+    /// Lent, with the partition's first answers, each `i:<user>:<key>`.
+    Fresh { seq: i64, fields: Vec<String> },
+}
+
+impl Store {
+    /// Asks for the lease of `campaign`'s partition `p`, naming the order sequence of the
+    /// copy of its first answers the shard has, if any.
+    pub async fn lease(
+        &self,
+        campaign: &str,
+        p: u32,
+        seq: Option<i64>,
+    ) -> Result<Lease, StoreError> {
+        let k = PartitionKeys::new(campaign, p);
+        let v = items(
+            self.eval(
+                &scripts::LEASE,
+                &[&k.part(), &k.once()],
+                &[
+                    &LEASE_MS.to_string(),
+                    &seq.map(|s| s.to_string()).unwrap_or_default(),
+                    &MOST_ANSWERS.to_string(),
+                ],
+            )
+            .await?,
+        )?;
+        if int(v.first()) != Some(1) {
+            return Ok(Lease::Refused);
+        }
+        let now = int(v.get(1)).unwrap_or(0);
+        if v.len() == 2 && seq == Some(now) {
+            return Ok(Lease::Whole { seq: now });
+        }
+        let fields = v[2..].iter().filter_map(|f| text(Some(f))).collect();
+        Ok(Lease::Fresh { seq: now, fields })
+    }
+}

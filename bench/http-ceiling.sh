@@ -8,8 +8,8 @@
 # server's CPU a request (user and system, its threads and child processes, from /proc):
 # on a machine shared with wrk, cost per request moves less from round to round than rate.
 # Last, a sold-out purchase that carries an Idempotency-Key (as the shop's page and the
-# simulator's shoppers send every purchase): its answer waits for a Redis lookup of the
-# key's first answer, so it is the one row that does not end on the shard.
+# simulator's shoppers send every purchase): a key with no first answer ends on the shard
+# while the shard holds its partition's lease, and that is what it measures.
 #
 #   bench/http-ceiling.sh [SHARDS] [ROUNDS] [SECONDS]
 #   SERVE_ARGS="--no-pin" bench/http-ceiling.sh 2    # extra flags for the data plane

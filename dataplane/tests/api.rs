@@ -80,6 +80,82 @@ fn a_repeated_idempotency_key_gets_the_first_answer() {
     assert_eq!((code, body["error"].as_str()), (400, Some("bad_request")));
 }
 
+/// Redis's count of `HGET` calls so far: looking up a key's first answer makes one.
+fn hgets(redis: &Redis) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut redis.admin())
+        .expect("info");
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_hget:calls="))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_keyed_refusal_after_the_last_unit_ends_on_the_shard_and_retries_keep_their_orders() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    let mut s = spec("s", 2, 2, 1);
+    s.hold_ttl_s = 2;
+    open_sale(&redis, &node, s);
+    let c = node.client();
+    let (alice, bob, carol) = (c.token("alice"), c.token("bob"), c.token("carol"));
+    let a = c.purchase("s", &alice, Some("a-1"));
+    let b = c.purchase("s", &bob, Some("b-1"));
+    assert_eq!((a.0, b.0), (200, 200), "{a:?} {b:?}");
+    assert_eq!(c.purchase("s", &carol, None).1["error"], "sold_out");
+
+    // Once each shard has proven the campaign empty and holds its partitions' leases, a
+    // refused purchase with a key asks Redis nothing, on whichever shard it lands.
+    let refusals = |n: usize| {
+        let before = hgets(&redis);
+        for i in 0..n {
+            let (code, body) = node.client().purchase("s", &carol, Some(&format!("c-{i}")));
+            assert_eq!((code, body["error"].as_str()), (409, Some("sold_out")));
+        }
+        hgets(&redis) - before
+    };
+    common::wait_until(
+        "keyed refusals to end on the shards",
+        Duration::from_secs(5),
+        || refusals(16) == 0,
+    );
+    assert_eq!(refusals(50), 0);
+    // A retry still gets its first answer, through Redis, on either shard.
+    for _ in 0..8 {
+        assert_eq!(node.client().purchase("s", &alice, Some("a-1")), a);
+        assert_eq!(node.client().purchase("s", &bob, Some("b-1")), b);
+    }
+
+    // The holds run out unpaid: the leases end, the units come back and sell again, and a
+    // retry of the new order gets it, before the campaign is sold out again and after.
+    let dave = c.token("dave");
+    let mut d = (0, serde_json::Value::Null);
+    common::wait_until(
+        "an expired unit to sell again",
+        Duration::from_secs(15),
+        || {
+            d = c.purchase("s", &dave, Some("d-1"));
+            d.0 == 200
+        },
+    );
+    assert_eq!(c.purchase("s", &dave, Some("d-1")), d);
+    let erin = c.token("erin");
+    assert_eq!(c.purchase("s", &erin, Some("e-1")).0, 200);
+    assert_eq!(c.purchase("s", &carol, None).1["error"], "sold_out");
+    common::wait_until(
+        "keyed refusals to end on the shards",
+        Duration::from_secs(5),
+        || refusals(16) == 0,
+    );
+    for _ in 0..8 {
+        assert_eq!(node.client().purchase("s", &dave, Some("d-1")), d);
+    }
+    let l = common::ledger_holds(&redis, "s");
+    assert_eq!(l.remaining + l.held + l.sold, 2, "{l}");
+}
+
 #[test]
 fn bad_requests_get_a_clear_json_error() {
     let redis = Redis::start();

@@ -16,6 +16,7 @@ use crate::guard::Guard;
 use crate::store::{self, Store, StoreError};
 use seckill_core::protocol::{self, QueueProgress};
 
+mod leases;
 mod loops;
 use loops::{admission_loop, listen_for_changes, rebalance_loop, report_loop, sync_loop};
 
@@ -137,6 +138,8 @@ pub struct Shard {
     blacklist_version: Cell<Option<i64>>,
     wake: LocalSender<()>,
     pub guard: RefCell<Guard>,
+    /// The empty partitions lent to this shard, with their first answers.
+    leases: RefCell<leases::Leases>,
     /// Session tokens verified here, so a shopper's next request skips the signature.
     pub tokens: RefCell<crate::guard::tokens::VerifiedTokens>,
     /// Answers of the current second, for the fleet telemetry.
@@ -202,6 +205,7 @@ impl Shard {
             blacklist_version: Cell::new(None),
             wake,
             guard,
+            leases: RefCell::default(),
             tokens,
             stats: RefCell::default(),
             metrics,
@@ -245,6 +249,20 @@ impl Shard {
         let mut v: Vec<CampaignView> = self.campaigns.borrow().values().cloned().collect();
         v.sort_by(|a, b| a.campaign.spec.id.cmp(&b.campaign.spec.id));
         v
+    }
+
+    /// Whether `user`'s `key` may have a first answer in Redis: `false` only while the
+    /// user's partition is lent to this shard and holds none for it.
+    pub fn may_have_first_answer(
+        &self,
+        campaign: &str,
+        partitions: u32,
+        user: &str,
+        key: &str,
+    ) -> bool {
+        self.leases
+            .borrow()
+            .may_have_first_answer(campaign, partitions, user, key)
     }
 
     /// A purchase proved every partition empty.
@@ -378,6 +396,28 @@ impl Shard {
                     v.sold_out = true;
                 }
                 v.empty_inflows = Some(inflows);
+            }
+        }
+        // The partitions of a campaign proven empty are asked to be lent to the shard, so
+        // that a refused retry with an `Idempotency-Key` ends here. A waiting room's
+        // refusals do not end on the shard, so its campaigns are left out.
+        let lendable: Vec<(String, u32)> = self
+            .campaigns
+            .borrow()
+            .values()
+            .filter(|v| v.campaign.state == State::Live && v.sold_out)
+            .filter(|v| v.campaign.spec.queue.is_none())
+            .map(|v| (v.campaign.spec.id.clone(), v.campaign.spec.partitions))
+            .collect();
+        self.leases.borrow_mut().retain(
+            &lendable
+                .iter()
+                .map(|(id, _)| id.clone())
+                .collect::<Vec<_>>(),
+        );
+        for (id, partitions) in &lendable {
+            if let Err(e) = leases::renew(&self.store, &self.leases, id, *partitions).await {
+                tracing::debug!(campaign = %id, error = %e, "a partition's lease was not renewed");
             }
         }
         self.synced.set(true);

@@ -29,7 +29,8 @@ fn held(order_id: &str, pay_by_ms: i64) -> Reply {
 }
 
 /// The first answer to an earlier request with this `Idempotency-Key`, when there was
-/// one; else `refusal`.
+/// one; else `refusal`. Redis is asked unless the user's partition is lent to the shard
+/// and the shard's copy of its first answers shows there is none.
 async fn first_answer_or(
     shard: &Shard,
     id: &str,
@@ -41,6 +42,9 @@ async fn first_answer_or(
     let Some(key) = idem else {
         return Err(refusal);
     };
+    if !shard.may_have_first_answer(id, partitions, user, key) {
+        return Err(refusal);
+    }
     let first = shard
         .store
         .first_answer(id, partitions, user, key)

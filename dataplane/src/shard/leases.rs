@@ -1,0 +1,140 @@
+//! The partitions lent to this shard, with their first answers (see `store::lease`): a
+//! refused purchase that carries an `Idempotency-Key` ends here, without a Redis call,
+//! when the user's partition is lent to the shard and holds no first answer for the key.
+
+use futures::future::join_all;
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use crate::keys::{partition_of, PartitionKeys};
+use crate::store::{Lease, Store, StoreError, LEASE_MS};
+
+/// How long after asking the shard trusts a lease: less than Redis keeps it, for the time
+/// the answer takes to come back and for Redis's clock running ahead of the shard's.
+const TRUSTED: Duration = Duration::from_millis(LEASE_MS - 400);
+
+/// One lent partition: until when it is trusted, the order sequence its copy was made
+/// at, and the copy (hashed with SipHash: the keys are the clients' own).
+struct Lent {
+    until: Instant,
+    seq: i64,
+    answers: HashSet<String>,
+}
+
+/// The campaigns whose partitions the shard holds, each partition lent or not.
+#[derive(Default)]
+pub struct Leases(HashMap<String, Vec<Option<Lent>>>);
+
+impl Leases {
+    /// Whether `user`'s `key` may have a first answer in Redis: `false` only while the
+    /// user's partition is lent to this shard and its copy holds none for the key.
+    pub fn may_have_first_answer(
+        &self,
+        campaign: &str,
+        partitions: u32,
+        user: &str,
+        key: &str,
+    ) -> bool {
+        let Some(parts) = self.0.get(campaign) else {
+            return true;
+        };
+        match parts.get(partition_of(user, partitions) as usize) {
+            Some(Some(lent)) if Instant::now() < lent.until => lent
+                .answers
+                .contains(&PartitionKeys::first_answer_field(user, key)),
+            _ => true,
+        }
+    }
+
+    /// Keeps only the campaigns in `keep`.
+    pub fn retain(&mut self, keep: &[String]) {
+        self.0.retain(|id, _| keep.contains(id));
+    }
+
+    /// The order sequence of each partition's copy, for asking again.
+    fn seqs(&self, campaign: &str, partitions: u32) -> Vec<Option<i64>> {
+        let parts = self.0.get(campaign);
+        (0..partitions as usize)
+            .map(|p| parts.and_then(|v| v.get(p)?.as_ref()).map(|l| l.seq))
+            .collect()
+    }
+}
+
+/// Asks for the lease of every partition of `campaign` (all proven empty), and keeps
+/// what came back in `leases`.
+pub async fn renew(
+    store: &Store,
+    leases: &std::cell::RefCell<Leases>,
+    campaign: &str,
+    partitions: u32,
+) -> Result<(), StoreError> {
+    let seqs = leases.borrow().seqs(campaign, partitions);
+    let asked = Instant::now();
+    let answers = join_all(
+        seqs.iter()
+            .enumerate()
+            .map(|(p, seq)| store.lease(campaign, p as u32, *seq)),
+    )
+    .await;
+    let mut leases = leases.borrow_mut();
+    let parts = leases.0.entry(campaign.to_string()).or_default();
+    parts.resize_with(partitions as usize, || None);
+    let until = asked + TRUSTED;
+    let mut failed = None;
+    for (slot, answer) in parts.iter_mut().zip(answers) {
+        match answer {
+            Ok(Lease::Whole { seq }) => match slot {
+                Some(lent) if lent.seq == seq => lent.until = until,
+                _ => *slot = None,
+            },
+            Ok(Lease::Fresh { seq, fields }) => {
+                *slot = Some(Lent {
+                    until,
+                    seq,
+                    answers: fields.into_iter().collect(),
+                })
+            }
+            Ok(Lease::Refused) => *slot = None,
+            Err(e) => {
+                *slot = None;
+                failed = Some(e);
+            }
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lent(until: Instant, answers: &[&str]) -> Option<Lent> {
+        Some(Lent {
+            until,
+            seq: 7,
+            answers: answers.iter().map(|a| a.to_string()).collect(),
+        })
+    }
+
+    #[test]
+    fn only_a_trusted_copy_without_the_key_ends_the_question() {
+        let later = Instant::now() + Duration::from_secs(60);
+        let mut l = Leases::default();
+        // One partition: every user is on partition 0.
+        l.0.insert("c".into(), vec![lent(later, &["i:alice:k1"])]);
+        assert!(l.may_have_first_answer("c", 1, "alice", "k1"));
+        assert!(!l.may_have_first_answer("c", 1, "alice", "k2"));
+        assert!(!l.may_have_first_answer("c", 1, "bob", "k1"));
+        assert!(l.may_have_first_answer("other", 1, "bob", "k1"));
+        l.0.insert("c".into(), vec![lent(Instant::now(), &[])]);
+        assert!(
+            l.may_have_first_answer("c", 1, "bob", "k1"),
+            "a lease past its trust asks Redis"
+        );
+        l.0.insert("c".into(), vec![None]);
+        assert!(l.may_have_first_answer("c", 1, "bob", "k1"));
+        assert_eq!(l.seqs("c", 2), vec![None, None]);
+        l.retain(&[]);
+        assert!(l.0.is_empty());
+    }
+}

@@ -317,6 +317,8 @@ def main():
     print()
     print(KEYED)
     print()
+    print(KEYED_MOVED)
+    print()
     print(STOPS)
 
 
@@ -429,9 +431,9 @@ launches each): then the purchases go to Redis until the shard hears that the st
 gone, and those are the slow ones (after: the held purchases' p99 17-45 ms, the sold-out \
 answers' 6-11 ms over the whole launch); Redis shares the other core with the simulator."""
 
-KEYED = """**What a key costs a refusal.** A sold-out purchase with an `Idempotency-Key` waits \
+KEYED = """**What a key cost a refusal.** A sold-out purchase with an `Idempotency-Key` waited \
 for the key's first answer from Redis (one `HGET`: a retry must get its held order back, and \
-only Redis knows whether there is one), so it does not end on the shard. Under wrk (1 shard, \
+only Redis knew whether there was one), so it did not end on the shard. Under wrk (1 shard, \
 64 connections, the node on core 1 and wrk on core 0; 2026-12-05, an AMD EPYC) it costs the \
 node about twice the CPU of one without a key (17.5 against 9.2 µs a request), and the \
 node's core takes 0.68 reschedule interrupts a request against 0.02: io_uring interrupts \
@@ -450,6 +452,21 @@ pinned launch at 16,000/s, four each: p99 71.7 57.1 20.2 16.8 ms before, 37.3 32
 19.3 after, within this machine's noise. In those launches the sold-out answers, each a \
 lookup, had the longest tail (p99 33-73 ms), and the refusals that never reach Redis \
 (blocked, rate limited) 11-50 ms: the shard's core is full in bursts, whatever the answer."""
+
+KEYED_MOVED = """**What moved for a key.** A refused retry now ends on the shard when the key has \
+no first answer: once a shard has proven a campaign empty, it asks Redis for the lease of every \
+partition (`lease.lua`, at each poll), granted only to a partition with no units, for 1 s, with \
+the partition's first answers; while it lasts no unit enters the partition (expired holds and \
+transfers wait for it to end), so the partition takes no order and the copy stays whole, and a \
+key absent from it has none. A key that has one still gets it from Redis. The node before \
+(40bd08c) and after, side by side on one Redis (`BASELINE=<before> bench/http-ceiling.sh 1 3 5`, \
+2026-12-05, an Intel Xeon): the keyed sold-out refusal 51,209 → 133,577 requests/s, its node CPU \
+19.11 → 7.35 µs a request (a sold-out one without a key: 6.61 and 6.94, `/api/time` 5.63 and \
+5.88). The pinned launch at 16,000/s (the node alone on core 1; Redis and the simulator on core \
+0), four launches each, alternating: purchase p99 52.06 10.30 17.61 16.62 ms before, 8.16 10.20 \
+6.49 4.24 after (p99.9 96.83 19.95 31.86 34.02 and 25.82 27.18 22.24 21.09); the node's CPU a \
+request 59.5-60.7 µs before, 53.7-53.9 after; no failures, no retry answered differently \
+(the simulator checks every retry against its first answer)."""
 
 STOPS = """**What the launch's tail is made of.** After the measured launches, three more at \
 the same rate are traced (the simulator's `--trace`: each purchase's planned instant on the \

@@ -151,8 +151,9 @@ fn units_that_come_back_sell_again_on_every_shard_at_once_not_at_the_next_poll()
             Duration::from_secs(5),
             || every_shard_says("sold_out"),
         );
-        // The holds run out and the reaper returns their units to Redis's stock.
-        common::wait_until("the holds' release", Duration::from_secs(5), || {
+        // The holds run out and the reaper returns their units to Redis's stock, once
+        // the partition's lease to the shards (a second) is over.
+        common::wait_until("the holds' release", Duration::from_secs(8), || {
             common::remaining(&redis, "back") == 2
         });
         common::ledger_holds(&redis, "back");

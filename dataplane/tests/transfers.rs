@@ -236,4 +236,27 @@ fn a_lent_partition_takes_no_units_until_its_lease_is_over() {
     let l = ledger::check(&mut con, &c).expect("ledger");
     assert!(l.holds(), "{l}");
     assert_eq!((l.remaining, l.in_transit), (20, 0));
+
+    // The rebalancer sends nothing to a lent partition, and refills it once it is not.
+    let (id, _, _) = transfer(&mut con, 0, 1);
+    ack(&mut con, 0, &id);
+    assert_eq!(stocks(&mut con, "lend"), vec![0, 20]);
+    assert_eq!(lease(&mut con, 0, 600, "")[0], "1");
+    rebalance_once(&redis, "lend", 2);
+    assert_eq!(
+        stocks(&mut con, "lend"),
+        vec![0, 20],
+        "nothing sent to a lent partition"
+    );
+    let l = ledger::check(&mut con, &c).expect("ledger");
+    assert_eq!(
+        (l.remaining, l.in_transit),
+        (20, 0),
+        "nothing waiting in transit: {l}"
+    );
+    std::thread::sleep(Duration::from_millis(650));
+    rebalance_once(&redis, "lend", 2);
+    assert_eq!(stocks(&mut con, "lend"), vec![10, 10]);
+    let l = ledger::check(&mut con, &c).expect("ledger");
+    assert!(l.holds(), "{l}");
 }

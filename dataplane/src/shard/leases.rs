@@ -7,11 +7,19 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use crate::keys::{partition_of, PartitionKeys};
-use crate::store::{Lease, Store, StoreError, LEASE_MS};
+use crate::store::{Lease, Store, StoreError};
 
-/// How long after asking the shard trusts a lease: less than Redis keeps it, for the time
-/// the answer takes to come back and for Redis's clock running ahead of the shard's.
-const TRUSTED: Duration = Duration::from_millis(LEASE_MS - 400);
+/// How long Redis keeps a partition lent: units that come back to a lent partition
+/// (expired holds, transfers) wait at most this long after the last renewal.
+const LEASE: Duration = Duration::from_millis(1_000);
+
+/// How often a shard renews the leases it holds: its trust outlasts one late renewal.
+pub const RENEW_EVERY: Duration = Duration::from_millis(250);
+
+/// How much shorter the shard trusts a lease than Redis keeps it: for Redis's clock
+/// stepping ahead of the shard's (the lease ends by Redis's clock, the trust by the
+/// shard's monotonic one, counted from before it asked).
+const MARGIN: Duration = Duration::from_millis(400);
 
 /// One lent partition: until when it is trusted, the order sequence its copy was made
 /// at, and the copy (hashed with SipHash: the keys are the clients' own).
@@ -61,7 +69,8 @@ impl Leases {
 }
 
 /// Asks for the lease of every partition of `campaign` (all proven empty), and keeps
-/// what came back in `leases`.
+/// what came back in `leases`. A copy not lent this time is kept, untrusted: a later
+/// lease at the same order sequence trusts it again, without a copy.
 pub async fn renew(
     store: &Store,
     leases: &std::cell::RefCell<Leases>,
@@ -69,17 +78,18 @@ pub async fn renew(
     partitions: u32,
 ) -> Result<(), StoreError> {
     let seqs = leases.borrow().seqs(campaign, partitions);
+    let ms = LEASE.as_millis() as u64;
     let asked = Instant::now();
     let answers = join_all(
         seqs.iter()
             .enumerate()
-            .map(|(p, seq)| store.lease(campaign, p as u32, *seq)),
+            .map(|(p, seq)| store.lease(campaign, p as u32, ms, *seq)),
     )
     .await;
     let mut leases = leases.borrow_mut();
     let parts = leases.0.entry(campaign.to_string()).or_default();
     parts.resize_with(partitions as usize, || None);
-    let until = asked + TRUSTED;
+    let until = asked + LEASE - MARGIN;
     let mut failed = None;
     for (slot, answer) in parts.iter_mut().zip(answers) {
         match answer {
@@ -94,14 +104,20 @@ pub async fn renew(
                     answers: fields.into_iter().collect(),
                 })
             }
-            Ok(Lease::Refused) => *slot = None,
+            Ok(Lease::Refused) => untrust(slot, asked),
             Err(e) => {
-                *slot = None;
+                untrust(slot, asked);
                 failed = Some(e);
             }
         }
     }
     failed.map_or(Ok(()), Err)
+}
+
+fn untrust(slot: &mut Option<Lent>, now: Instant) {
+    if let Some(lent) = slot {
+        lent.until = lent.until.min(now);
+    }
 }
 
 #[cfg(test)]
@@ -114,6 +130,11 @@ mod tests {
             seq: 7,
             answers: answers.iter().map(|a| a.to_string()).collect(),
         })
+    }
+
+    #[test]
+    fn a_lease_outlasts_a_late_renewal() {
+        assert!(LEASE - MARGIN > 2 * RENEW_EVERY);
     }
 
     #[test]

@@ -43,6 +43,18 @@ pub(super) async fn sync_loop(shard: Rc<Shard>, wake: LocalReceiver<()>) {
     }
 }
 
+/// Renews the leases of the empty partitions of the campaigns the shard has proven
+/// empty (see [`super::leases`]).
+pub(super) async fn lease_loop(shard: Rc<Shard>) {
+    loop {
+        Timer::new(super::leases::RENEW_EVERY).await;
+        if shard.stopping.get() {
+            return;
+        }
+        shard.renew_leases().await;
+    }
+}
+
 /// Subscribes to control-plane announcements on a connection of its own and wakes the
 /// sync loop on each; polling covers the moments this connection is down.
 pub(super) async fn listen_for_changes(shard: Rc<Shard>) {

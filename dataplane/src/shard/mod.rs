@@ -18,7 +18,9 @@ use seckill_core::protocol::{self, QueueProgress};
 
 mod leases;
 mod loops;
-use loops::{admission_loop, listen_for_changes, rebalance_loop, report_loop, sync_loop};
+use loops::{
+    admission_loop, lease_loop, listen_for_changes, rebalance_loop, report_loop, sync_loop,
+};
 
 /// What a campaign's event is made from: state, remaining, start and end, and the
 /// waiting room's rate, whether its seed is committed to, whether it is drawn, its
@@ -219,6 +221,7 @@ impl Shard {
         shard.store.observe_purchase_calls(shard.metrics.clone());
         glommio::spawn_local(sync_loop(shard.clone(), wake_rx)).detach();
         glommio::spawn_local(listen_for_changes(shard.clone())).detach();
+        glommio::spawn_local(lease_loop(shard.clone())).detach();
         glommio::spawn_local(report_loop(shard.clone())).detach();
         if index == 0 {
             glommio::spawn_local(rebalance_loop(shard.clone())).detach();
@@ -263,6 +266,31 @@ impl Shard {
         self.leases
             .borrow()
             .may_have_first_answer(campaign, partitions, user, key)
+    }
+
+    /// Asks for the leases of the partitions of every campaign proven empty, so that a
+    /// refused retry with an `Idempotency-Key` ends here; forgets those of the others. A
+    /// waiting room's refusals do not end on the shard, so its campaigns are left out.
+    async fn renew_leases(&self) {
+        let lendable: Vec<(String, u32)> = self
+            .campaigns
+            .borrow()
+            .values()
+            .filter(|v| v.campaign.state == State::Live && v.sold_out)
+            .filter(|v| v.campaign.spec.queue.is_none())
+            .map(|v| (v.campaign.spec.id.clone(), v.campaign.spec.partitions))
+            .collect();
+        self.leases.borrow_mut().retain(
+            &lendable
+                .iter()
+                .map(|(id, _)| id.clone())
+                .collect::<Vec<_>>(),
+        );
+        for (id, partitions) in &lendable {
+            if let Err(e) = leases::renew(&self.store, &self.leases, id, *partitions).await {
+                tracing::debug!(campaign = %id, error = %e, "a partition's lease was not renewed");
+            }
+        }
     }
 
     /// A purchase proved every partition empty.
@@ -396,28 +424,6 @@ impl Shard {
                     v.sold_out = true;
                 }
                 v.empty_inflows = Some(inflows);
-            }
-        }
-        // The partitions of a campaign proven empty are asked to be lent to the shard, so
-        // that a refused retry with an `Idempotency-Key` ends here. A waiting room's
-        // refusals do not end on the shard, so its campaigns are left out.
-        let lendable: Vec<(String, u32)> = self
-            .campaigns
-            .borrow()
-            .values()
-            .filter(|v| v.campaign.state == State::Live && v.sold_out)
-            .filter(|v| v.campaign.spec.queue.is_none())
-            .map(|v| (v.campaign.spec.id.clone(), v.campaign.spec.partitions))
-            .collect();
-        self.leases.borrow_mut().retain(
-            &lendable
-                .iter()
-                .map(|(id, _)| id.clone())
-                .collect::<Vec<_>>(),
-        );
-        for (id, partitions) in &lendable {
-            if let Err(e) = leases::renew(&self.store, &self.leases, id, *partitions).await {
-                tracing::debug!(campaign = %id, error = %e, "a partition's lease was not renewed");
             }
         }
         self.synced.set(true);

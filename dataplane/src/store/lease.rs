@@ -7,12 +7,10 @@ use super::{int, items, text, Store, StoreError};
 use crate::keys::PartitionKeys;
 use crate::scripts;
 
-/// How long Redis keeps a partition lent: units that come back to it (expired holds,
-/// transfers) wait at most this long after the last renewal.
-pub const LEASE_MS: u64 = 1_000;
-
-/// Most entries of a partition's first answers handed over: a larger copy is not made.
-pub const MOST_ANSWERS: usize = 65_536;
+/// Most entries of a partition's `once` hash (first answers and tickets' uses) for which
+/// a copy is made: `HKEYS` holds Redis for about a millisecond at this size, and a
+/// larger partition is not lent (its retries ask Redis, as they always did).
+pub const MOST_ANSWERS: usize = 4_096;
 
 /// What Redis answered a shard that asked for a partition's lease.
 #[derive(Debug, PartialEq, Eq)]
@@ -26,12 +24,13 @@ pub enum Lease {
 }
 
 impl Store {
-    /// Asks for the lease of `campaign`'s partition `p`, naming the order sequence of the
-    /// copy of its first answers the shard has, if any.
+    /// Asks for the lease of `campaign`'s partition `p` for `ms`, naming the order
+    /// sequence of the copy of its first answers the shard has, if any.
     pub async fn lease(
         &self,
         campaign: &str,
         p: u32,
+        ms: u64,
         seq: Option<i64>,
     ) -> Result<Lease, StoreError> {
         let k = PartitionKeys::new(campaign, p);
@@ -40,7 +39,7 @@ impl Store {
                 &scripts::LEASE,
                 &[&k.part(), &k.once()],
                 &[
-                    &LEASE_MS.to_string(),
+                    &ms.to_string(),
                     &seq.map(|s| s.to_string()).unwrap_or_default(),
                     &MOST_ANSWERS.to_string(),
                 ],
@@ -50,7 +49,8 @@ impl Store {
         if int(v.first()) != Some(1) {
             return Ok(Lease::Refused);
         }
-        let now = int(v.get(1)).unwrap_or(0);
+        let now = int(v.get(1))
+            .ok_or_else(|| StoreError::Protocol("lease script answered no sequence".into()))?;
         if v.len() == 2 && seq == Some(now) {
             return Ok(Lease::Whole { seq: now });
         }

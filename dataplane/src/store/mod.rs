@@ -11,7 +11,7 @@ mod transfer;
 
 pub(crate) use conn::connect;
 pub use conn::{slot_of, RedisConn, Reply, StoreError};
-pub use lease::{Lease, LEASE_MS};
+pub use lease::Lease;
 pub use orders::Payment;
 pub use purchase::{purchase_call, Purchase, PurchaseRequest, Queued};
 pub use queue::{Look, Round, Standing};

@@ -230,6 +230,9 @@ impl Store {
                 .await?
             {
                 Refill::Moved => {}
+                // Units wait for the partition's lease to end (a second at most): the
+                // shopper is told to come back, not kept while every round parks more.
+                Refill::Lent => return Ok(Purchase::Contended),
                 Refill::Empty { remaining: 0 } => return Ok(Purchase::SoldOut),
                 Refill::Empty { remaining } => return Ok(Purchase::NotEnough { remaining }),
             }

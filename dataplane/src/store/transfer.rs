@@ -19,12 +19,24 @@ pub struct PartitionProbe {
     pub transit: i64,
     /// Bumped every time units arrive; proves nothing moved between two reads.
     pub inflow: i64,
+    /// Until when (ms, Redis's clock) the partition is lent to a shard and takes no units.
+    pub lent_until_ms: i64,
+}
+
+impl PartitionProbe {
+    /// Whether the partition is lent now, by the sale's clock (to within its offset from
+    /// Redis's): units sent to it wait for the lease to end.
+    pub fn lent(&self) -> bool {
+        self.lent_until_ms > crate::now_ms()
+    }
 }
 
 #[derive(Clone)]
 pub(crate) enum Refill {
     /// Units arrived (or may have): try the purchase again.
     Moved,
+    /// Units are on their way but wait for the target's lease to end.
+    Lent,
     /// Every partition was empty at one instant but for `remaining` units on the target.
     Empty { remaining: i64 },
 }
@@ -44,7 +56,7 @@ impl Store {
                 .query(
                     redis::cmd("HMGET")
                         .arg(PartitionKeys::new(campaign, p).part())
-                        .arg(&["stock", "transit", "inflow"]),
+                        .arg(&["stock", "transit", "inflow", "lease_ms"]),
                 )
                 .await?,
         )?;
@@ -52,6 +64,7 @@ impl Store {
             stock: int(v.first()).unwrap_or(0),
             transit: int(v.get(1)).unwrap_or(0),
             inflow: int(v.get(2)).unwrap_or(0),
+            lent_until_ms: int(v.get(3)).unwrap_or(0),
         })
     }
 
@@ -91,6 +104,7 @@ impl Store {
                 stock: int(v.get(2)).unwrap_or(0),
                 transit: int(v.get(3)).unwrap_or(0),
                 inflow: int(v.get(4)).unwrap_or(0),
+                lent_until_ms: 0,
             },
         })
     }
@@ -127,20 +141,21 @@ impl Store {
         Ok(true)
     }
 
-    /// Finishes every transfer logged on `source` (older than `min_age_s`, by Redis time).
+    /// Finishes every transfer logged on `source` (older than `min_age_s`, by Redis time):
+    /// how many were applied, and how many wait for their target's lease to end.
     async fn replay(
         &self,
         campaign: &str,
         source: u32,
         min_age_s: i64,
-    ) -> Result<usize, StoreError> {
+    ) -> Result<(usize, usize), StoreError> {
         let log = self
             .conn
             .query(redis::cmd("HGETALL").arg(PartitionKeys::new(campaign, source).transfers_out()))
             .await?;
         let now_s = int(items(self.conn.query(&redis::cmd("TIME")).await?)?.first()).unwrap_or(0);
         let entries = items(log)?;
-        let mut done = 0;
+        let (mut done, mut waiting) = (0, 0);
         for pair in entries.chunks(2) {
             let (Some(id), Some(v)) = (text(pair.first()), text(pair.get(1))) else {
                 continue;
@@ -160,9 +175,11 @@ impl Store {
                 .await?
             {
                 done += 1;
+            } else {
+                waiting += 1;
             }
         }
-        Ok(done)
+        Ok((done, waiting))
     }
 
     /// Pulls at least `qty` units into the dry partition `target`, or proves there are none.
@@ -189,9 +206,12 @@ impl Store {
         )
         .await;
         let outs: Vec<Out> = results.into_iter().collect::<Result<_, _>>()?;
-        finished.into_iter().collect::<Result<Vec<_>, _>>()?;
-        if outs.iter().any(|o| o.moved > 0) {
+        let applied = finished.into_iter().collect::<Result<Vec<bool>, _>>()?;
+        if applied.contains(&true) {
             return Ok(Refill::Moved);
+        }
+        if !applied.is_empty() {
+            return Ok(Refill::Lent);
         }
         let own = self.probe(campaign, target).await?;
         if own.stock >= i64::from(qty) {
@@ -207,10 +227,16 @@ impl Store {
             .collect();
         if !in_flight.is_empty() {
             // Units are on their way somewhere; finish those transfers and look again.
+            let (mut applied, mut waiting) = (0, 0);
             for p in in_flight {
-                self.replay(campaign, p, 0).await?;
+                let (a, w) = self.replay(campaign, p, 0).await?;
+                (applied, waiting) = (applied + a, waiting + w);
             }
-            return Ok(Refill::Moved);
+            return Ok(if applied == 0 && waiting > 0 {
+                Refill::Lent
+            } else {
+                Refill::Moved
+            });
         }
         // Every partition read empty, but not at one instant. Read the arrival counters
         // again: if none moved, no unit arrived anywhere after it was looked at, so at the
@@ -237,7 +263,7 @@ pub async fn rebalance(store: &Store, campaign: &str, partitions: u32) -> Result
     let probes = store.probe_all(campaign, partitions).await?;
     for (p, pr) in probes.iter().enumerate() {
         if pr.transit > 0 {
-            let n = store.replay(campaign, p as u32, 5).await?;
+            let (n, _) = store.replay(campaign, p as u32, 5).await?;
             if n > 0 {
                 tracing::info!(
                     campaign,
@@ -250,7 +276,9 @@ pub async fn rebalance(store: &Store, campaign: &str, partitions: u32) -> Result
     }
     let mut stock: Vec<i64> = probes.iter().map(|p| p.stock).collect();
     for dry in 0..stock.len() {
-        if stock[dry] > 0 {
+        // A lent partition takes no units until its lease ends: a transfer to it would
+        // only wait, its units sold nowhere meanwhile.
+        if stock[dry] > 0 || probes[dry].lent() {
             continue;
         }
         let Some((rich, &most)) = stock.iter().enumerate().max_by_key(|(_, s)| **s) else {
@@ -263,11 +291,13 @@ pub async fn rebalance(store: &Store, campaign: &str, partitions: u32) -> Result
             .transfer_out(campaign, rich as u32, dry as u32, (most / 2) as u32)
             .await?;
         if out.moved > 0 {
-            store
+            let applied = store
                 .finish_transfer(campaign, rich as u32, dry as u32, &out.id, out.moved)
                 .await?;
             stock[rich] -= out.moved;
-            stock[dry] += out.moved;
+            if applied {
+                stock[dry] += out.moved;
+            }
         }
     }
     Ok(())

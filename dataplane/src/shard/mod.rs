@@ -16,7 +16,7 @@ use crate::guard::Guard;
 use crate::store::{self, Store, StoreError};
 use seckill_core::protocol::{self, QueueProgress};
 
-mod leases;
+pub mod leases;
 mod loops;
 use loops::{
     admission_loop, lease_loop, listen_for_changes, rebalance_loop, report_loop, sync_loop,
@@ -141,7 +141,7 @@ pub struct Shard {
     wake: LocalSender<()>,
     pub guard: RefCell<Guard>,
     /// The empty partitions lent to this shard, with their first answers.
-    leases: RefCell<leases::Leases>,
+    pub leases: RefCell<leases::Leases>,
     /// Session tokens verified here, so a shopper's next request skips the signature.
     pub tokens: RefCell<crate::guard::tokens::VerifiedTokens>,
     /// Answers of the current second, for the fleet telemetry.
@@ -252,20 +252,6 @@ impl Shard {
         let mut v: Vec<CampaignView> = self.campaigns.borrow().values().cloned().collect();
         v.sort_by(|a, b| a.campaign.spec.id.cmp(&b.campaign.spec.id));
         v
-    }
-
-    /// Whether `user`'s `key` may have a first answer in Redis: `false` only while the
-    /// user's partition is lent to this shard and holds none for it.
-    pub fn may_have_first_answer(
-        &self,
-        campaign: &str,
-        partitions: u32,
-        user: &str,
-        key: &str,
-    ) -> bool {
-        self.leases
-            .borrow()
-            .may_have_first_answer(campaign, partitions, user, key)
     }
 
     /// Asks for the leases of the partitions of every campaign proven empty, so that a

@@ -42,7 +42,11 @@ async fn first_answer_or(
     let Some(key) = idem else {
         return Err(refusal);
     };
-    if !shard.may_have_first_answer(id, partitions, user, key) {
+    if !shard
+        .leases
+        .borrow()
+        .may_have_first_answer(id, partitions, user, key)
+    {
         return Err(refusal);
     }
     let first = shard

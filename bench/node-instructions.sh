@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The node's own work a request that ends on the shard, counted in instructions: one
-# shard under valgrind's callgrind, `GET /api/time` and the three refusals of
-# bench/http-ceiling.sh (sold out, not started, rate limited; a bearer token and a JSON
-# body, as a client sends them), each counted only while wrk sends it. Where CPU time on
+# shard under valgrind's callgrind, `GET /api/time` and the refusals of
+# bench/http-ceiling.sh (sold out, without and with an Idempotency-Key that has no first
+# answer; not started; rate limited; a bearer token and a JSON body, as a client sends
+# them), each counted only while wrk sends it. Where CPU time on
 # this shared machine moves by a tenth from run to run, a count repeats to within a
 # fraction of a per cent; it leaves out the kernel's part (the system calls, TCP), which
 # is the same for every route, so the refusals' ratio to `/api/time` here is lower than
@@ -91,6 +92,8 @@ measure() {
   [ -n "$campaigns_made" ] || { sold_out_campaign; upcoming_campaign; buy_the_unit "$url"; campaigns_made=1; }
   count "$1" time 200 "$url/api/time"
   count "$1" soldout 409 -s bench/purchase-counted.lua "$url/api/campaigns/bench/purchase"
+  SECKILL_IDEMPOTENCY_KEY=no-order-here \
+    count "$1" keyed 409 -s bench/purchase-counted.lua "$url/api/campaigns/bench/purchase"
   count "$1" early 425 -s bench/purchase-counted.lua "$url/api/campaigns/later/purchase"
   limits user_rate=1 user_burst=1
   sleep 0.5   # a node under valgrind reads them more slowly
@@ -111,11 +114,11 @@ rows = {}
 for line in open(sys.argv[1]):
     route, n, ir = line.split()
     rows[route] = (int(n), int(ir))
-label = {"time": "GET /api/time", "soldout": "purchase, sold out", "early": "purchase, not started (425)",
-         "limited": "purchase, rate limited (429)"}
+label = {"time": "GET /api/time", "soldout": "purchase, sold out", "keyed": "purchase, sold out, with a key",
+         "early": "purchase, not started (425)", "limited": "purchase, rate limited (429)"}
 t = rows["time"][1] / rows["time"][0]
 name = "" if sys.argv[2] == "node" else "baseline: "
-for route in ("time", "soldout", "early", "limited"):
+for route in ("time", "soldout", "keyed", "early", "limited"):
     n, ir = rows[route]
     each = ir / n
     print(f"  {name + label[route]:42} {each:9.0f}   × /api/time {t / each:5.2f}   ({n} requests)")

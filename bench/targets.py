@@ -38,16 +38,14 @@ def main():
     http = printed(runs, "bench/http-ceiling.sh 1")
     rate = lambda label: number(rf"^{re.escape(label)}\s+([0-9.]+)", http)
     nginx, time = rate("nginx return 200"), rate("GET /api/time")
-    refusals = [("sold out", rate("purchase, sold out (ends on shard)")),
-                ("sold out with a key", rate("sold out, with Idempotency-Key")),
-                ("429", rate("purchase, rate limited (429)")),
-                ("425", rate("purchase, not started (425)"))]
     cpu = lambda label: number(rf"^{re.escape(label)}\s+[0-9.]+\s+[0-9.]+\s+([0-9.]+)", http)
+    rows_of = [("sold out", "purchase, sold out (ends on shard)"),
+               ("sold out with a key", "sold out, with Idempotency-Key"),
+               ("429", "purchase, rate limited (429)"),
+               ("425", "purchase, not started (425)")]
+    refusals = [(name, rate(label)) for name, label in rows_of]
+    costs = [(name, cpu(label)) for name, label in rows_of]
     floor, floor_hyper = rate("floor: glommio, no HTTP library"), rate("floor: glommio and hyper")
-    costs = [("sold out", cpu("purchase, sold out (ends on shard)")),
-             ("sold out with a key", cpu("sold out, with Idempotency-Key")),
-             ("429", cpu("purchase, rate limited (429)")),
-             ("425", cpu("purchase, not started (425)"))]
     time_cpu = cpu("GET /api/time")
     if nginx and time and all(r for _, r in refusals):
         low_time = min(r / time for _, r in refusals)

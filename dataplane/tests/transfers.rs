@@ -21,6 +21,18 @@ fn stocks(con: &mut seckill_dataplane::connection::Connection, id: &str) -> Vec<
         .collect()
 }
 
+/// A live campaign of `total` units on `partitions` partitions, one unit a buyer.
+fn open(
+    con: &mut seckill_dataplane::connection::Connection,
+    id: &str,
+    total: u64,
+    partitions: u32,
+) {
+    control::create(con, common::spec(id, total, partitions, 1)).expect("create");
+    control::arm(con, id).expect("arm");
+    control::act(con, id, Action::Start).expect("start");
+}
+
 /// Runs the rebalancer once on a glommio executor, as a shard would.
 fn rebalance_once(redis: &Redis, id: &'static str, partitions: u32) {
     let target = RedisTarget::parse(&redis.url()).expect("url");
@@ -48,9 +60,7 @@ fn rebalance_once(redis: &Redis, id: &'static str, partitions: u32) {
 fn a_transfer_interrupted_after_its_first_step_is_finished_once() {
     let redis = Redis::start();
     let mut con = redis.con();
-    control::create(&mut con, common::spec("xfer", 40, 4, 1)).expect("create");
-    control::arm(&mut con, "xfer").expect("arm");
-    control::act(&mut con, "xfer", Action::Start).expect("start");
+    open(&mut con, "xfer", 40, 4);
 
     // A shard takes 6 units off partition 2 for partition 0, then dies.
     let src = PartitionKeys::new("xfer", 2);
@@ -107,9 +117,7 @@ fn a_transfer_interrupted_after_its_first_step_is_finished_once() {
 fn the_rebalancer_refills_an_empty_partition() {
     let redis = Redis::start();
     let mut con = redis.con();
-    control::create(&mut con, common::spec("even", 30, 3, 1)).expect("create");
-    control::arm(&mut con, "even").expect("arm");
-    control::act(&mut con, "even", Action::Start).expect("start");
+    open(&mut con, "even", 30, 3);
     let _: () = redis::cmd("HSET")
         .arg(PartitionKeys::new("even", 1).part())
         .arg("stock")
@@ -153,9 +161,7 @@ fn lease(
 fn a_lent_partition_takes_no_units_until_its_lease_is_over() {
     let redis = Redis::start();
     let mut con = redis.con();
-    control::create(&mut con, common::spec("lend", 20, 2, 1)).expect("create");
-    control::arm(&mut con, "lend").expect("arm");
-    control::act(&mut con, "lend", Action::Start).expect("start");
+    open(&mut con, "lend", 20, 2);
     let c = control::get(&mut con, "lend").expect("campaign");
     let transfer = |con: &mut seckill_dataplane::connection::Connection, from: u32, to: u32| {
         let src = PartitionKeys::new("lend", from);

@@ -266,12 +266,9 @@ impl Shard {
             .filter(|v| v.campaign.spec.queue.is_none())
             .map(|v| (v.campaign.spec.id.clone(), v.campaign.spec.partitions))
             .collect();
-        self.leases.borrow_mut().retain(
-            &lendable
-                .iter()
-                .map(|(id, _)| id.clone())
-                .collect::<Vec<_>>(),
-        );
+        self.leases
+            .borrow_mut()
+            .retain(|id| lendable.iter().any(|(l, _)| l == id));
         for (id, partitions) in &lendable {
             if let Err(e) = leases::renew(&self.store, &self.leases, id, *partitions).await {
                 tracing::debug!(campaign = %id, error = %e, "a partition's lease was not renewed");

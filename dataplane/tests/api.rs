@@ -425,6 +425,57 @@ fn a_body_sent_in_pieces_or_chunks_is_read_whole_and_the_connection_serves_on() 
 }
 
 #[test]
+fn a_refusal_decided_before_its_body_is_answered_whether_the_body_came_or_comes_later() {
+    let redis = Redis::start();
+    let node = Node::start_with(&redis, 1, "[http]\nheader_timeout_ms = 2000\n");
+    open_sale(&redis, &node, spec("gone", 1, 1, 1));
+    let c = node.client();
+    assert_eq!(c.purchase("gone", &c.token("first"), None).0, 200);
+    // The script's answer tells the shard the sale is sold out.
+    let late = c.token("late");
+    assert_eq!(c.purchase("gone", &late, None).1["error"], "sold_out");
+    let mut s = TcpStream::connect(("127.0.0.1", node.port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let head = |len: usize, key: &str| {
+        format!(
+            "POST /api/campaigns/gone/purchase HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {late}\r\n\
+             Content-Type: application/json\r\nIdempotency-Key: {key}\r\nContent-Length: {len}\r\n\r\n"
+        )
+    };
+    let body = "{\"quantity\": 1}";
+    // The body with its head: refused at once.
+    s.write_all(format!("{}{body}", head(body.len(), "k1")).as_bytes())
+        .expect("write");
+    let (status, answer) = read_response(&mut s);
+    assert_eq!(status, "409", "{answer}");
+    // The head, then the body in two writes a moment apart: refused once it came, and the
+    // connection serves on.
+    s.write_all(head(body.len(), "k2").as_bytes())
+        .expect("write");
+    std::thread::sleep(Duration::from_millis(100));
+    s.write_all(&body.as_bytes()[..5]).expect("write");
+    std::thread::sleep(Duration::from_millis(100));
+    s.write_all(&body.as_bytes()[5..]).expect("write");
+    let (status, answer) = read_response(&mut s);
+    assert_eq!(status, "409", "{answer}");
+    assert!(answer.contains("\"error\":\"sold_out\""), "{answer}");
+    // Whatever the body says: the sale's answer does not depend on it, and it is not read.
+    let odd = "{\"quantity\": 0}";
+    s.write_all(format!("{}{odd}", head(odd.len(), "k3")).as_bytes())
+        .expect("write");
+    let (status, answer) = read_response(&mut s);
+    assert_eq!(status, "409", "{answer}");
+    s.write_all(b"GET /api/time HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("write");
+    let (status, answer) = read_response(&mut s);
+    assert_eq!(status, "200", "{answer}");
+    let l = common::ledger_holds(&redis, "gone");
+    assert!(l.holds(), "{l}");
+    assert_eq!((l.held, l.remaining, l.buyers), (1, 0, 1), "{l}");
+}
+
+#[test]
 fn a_purchase_whose_client_shuts_its_sending_side_is_still_answered() {
     let redis = Redis::start();
     let node = Node::start(&redis, 1);

@@ -8,7 +8,7 @@ use glommio::timer::Timer;
 use hyper::body::{Body, Incoming};
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use super::wake::held_back;
@@ -51,9 +51,9 @@ impl BodyRead {
         BodyRead::new(body, keep, wait)
     }
 
-    /// Reads and drops what comes of a refused body, for a moment.
-    pub fn discard(body: Incoming) -> Self {
-        BodyRead::new(body, None, Duration::from_millis(50))
+    /// Reads and drops what comes of a refused body, within `wait`.
+    pub fn discard(body: Incoming, wait: Duration) -> Self {
+        BodyRead::new(body, None, wait)
     }
 
     fn new(body: Incoming, keep: Option<Kept>, wait: Duration) -> Self {
@@ -65,6 +65,14 @@ impl BodyRead {
             first_turn: true,
             timer: None,
         }
+    }
+
+    /// Takes what has arrived of the body without waiting: `true` when that was all of
+    /// it, as for a body sent with its head, which hyper has already taken off the
+    /// connection. Else the read goes on when awaited.
+    pub fn done_now(&mut self) -> bool {
+        self.poll_body(&mut Context::from_waker(Waker::noop()))
+            .is_ready()
     }
 
     /// Takes what has arrived; `Ready` once the body is complete (or has failed, or

@@ -246,7 +246,7 @@ fn answer(
 
 /// A route's answer: given at once, or a future for one that waits on Redis, a body or
 /// a clock.
-enum Step<'a> {
+pub(crate) enum Step<'a> {
     Now(Result<Reply, ApiError>),
     Waits(futures::future::LocalBoxFuture<'a, Result<Reply, ApiError>>),
 }
@@ -270,7 +270,7 @@ fn dispatch<'a>(shard: &'a Shard, route: Route<'a>, req: Request<Incoming>) -> S
         // Streams are opened in `answer`, which owns the shard's handle they keep.
         Route::Events(_) => return Step::Now(Err(ApiError::NotFound)),
         Route::Session => routes::session::post(shard, req).boxed_local(),
-        Route::Purchase(id) => routes::purchase::post(shard, id, req).boxed_local(),
+        Route::Purchase(id) => return routes::purchase::post(shard, id, req),
         Route::Challenge(id) => routes::challenge::challenge(shard, id, req).boxed_local(),
         Route::Ticket(id) => routes::challenge::ticket(shard, id, req).boxed_local(),
         Route::Order(id) => routes::orders::get(shard, id, req).boxed_local(),
@@ -334,19 +334,41 @@ fn authenticate(shard: &Shard, req: &Request<Incoming>) -> Result<Rc<str>, ApiEr
     Ok(user)
 }
 
-/// A refusal decided before the body was read. What has come of the body is read first
-/// (a moment at most): a connection closed on unread bytes cannot carry the client's next
-/// request, and a client that reuses it loses that request.
+/// How long a client refused for who it is (its token, its rate) may take to send the
+/// rest of its body before the answer goes and the connection closes.
+const REFUSED_CLIENT_WAIT: Duration = Duration::from_millis(50);
+
+/// An answer decided before the body was read. What has come of the body is read and
+/// dropped first, within `wait`: a connection closed on unread bytes cannot carry the
+/// client's next request, and a client that reuses it loses that request.
 fn before_body<T>(
     req: Request<Incoming>,
-    refused: ApiError,
+    answer: Result<T, ApiError>,
+    wait: Duration,
 ) -> impl Future<Output = Result<T, ApiError>> {
     // The head is dropped here: the future keeps only the body.
-    let read = BodyRead::discard(req.into_body());
+    let read = BodyRead::discard(req.into_body(), wait);
     async move {
         read.await;
-        Err(refused)
+        answer
     }
+}
+
+/// A refusal decided before the body was read, given at once when the body came whole
+/// with its head (hyper has taken it off the connection already); else as
+/// [`before_body`] gives it.
+fn refused_before_body<'a>(req: Request<Incoming>, refused: ApiError, wait: Duration) -> Step<'a> {
+    let mut read = BodyRead::discard(req.into_body(), wait);
+    if read.done_now() {
+        return Step::Now(Err(refused));
+    }
+    Step::Waits(
+        async move {
+            read.await;
+            Err(refused)
+        }
+        .boxed_local(),
+    )
 }
 
 /// A JSON body, which must arrive within the header timeout.
@@ -360,7 +382,7 @@ fn read_json<T: DeserializeOwned>(
     // client could lose the answer.
     let too_large = hyper::body::Body::size_hint(req.body()).lower() > limit as u64;
     let read = if too_large {
-        BodyRead::discard(req.into_body())
+        BodyRead::discard(req.into_body(), REFUSED_CLIENT_WAIT)
     } else {
         let header_timeout = Duration::from_millis(shard.settings.http.header_timeout_ms);
         BodyRead::keep(req.into_body(), limit, header_timeout)

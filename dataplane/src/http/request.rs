@@ -1,6 +1,7 @@
 //! What a client sends, checked without touching anything: the route a method and path
 //! name, JSON bodies, the idempotency key. Pure functions, so they can be fuzzed.
 
+use hyper::header::HeaderValue;
 use hyper::Method;
 use serde::de::DeserializeOwned;
 
@@ -145,23 +146,21 @@ pub fn json_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 pub use seckill_core::api::{PurchaseBody, SessionBody, SolutionBody};
 
 /// An `Idempotency-Key`: 1-64 characters of letters, digits and `_ - . :`.
-pub fn idempotency_key(value: Option<&[u8]>) -> Result<Option<String>, ApiError> {
+pub fn idempotency_key(value: Option<&HeaderValue>) -> Result<Option<&str>, ApiError> {
     let Some(v) = value else {
         return Ok(None);
     };
-    std::str::from_utf8(v)
-        .ok()
-        .filter(|k| {
-            (1..=64).contains(&k.len())
-                && k.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
-        })
-        .map(|k| Some(k.to_string()))
-        .ok_or_else(|| {
-            ApiError::BadRequest(
-                "Idempotency-Key: 1-64 characters of letters, digits and _ - . :".into(),
-            )
-        })
+    let b = v.as_bytes();
+    let fits = (1..=64).contains(&b.len())
+        && b.iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
+    // Only ASCII passes, so the header's text is the key.
+    match v.to_str() {
+        Ok(key) if fits => Ok(Some(key)),
+        _ => Err(ApiError::BadRequest(
+            "Idempotency-Key: 1-64 characters of letters, digits and _ - . :".into(),
+        )),
+    }
 }
 
 /// The token of an `Authorization: Bearer <token>` header.
@@ -237,8 +236,14 @@ mod tests {
         assert!(json_body::<PurchaseBody>(b" [1]").is_err());
         assert!(json_body::<PurchaseBody>(b"1").is_err());
         assert_eq!(idempotency_key(None), Ok(None));
-        assert!(idempotency_key(Some(b"has space")).is_err());
-        assert!(idempotency_key(Some(&[0xff])).is_err());
+        let key = |b: &[u8]| HeaderValue::from_bytes(b).expect("a header value");
+        assert_eq!(
+            idempotency_key(Some(&key(b"retry-1:a_b.c"))),
+            Ok(Some("retry-1:a_b.c"))
+        );
+        assert!(idempotency_key(Some(&key(b"has space"))).is_err());
+        assert!(idempotency_key(Some(&key(&[0xff]))).is_err());
+        assert!(idempotency_key(Some(&key(&[b'k'; 65]))).is_err());
         assert_eq!(bearer(Some(b"Bearer abc ")), Ok("abc"));
         assert!(bearer(Some(b"Basic abc")).is_err());
         assert_eq!(bearer_bytes(Some(b"Bearer abc ")), Some(&b"abc"[..]));

@@ -14,7 +14,7 @@ use crate::campaign::State;
 use crate::guard::pow::{self, Ticket};
 use crate::http::reply::{ok, Reply};
 use crate::http::request::SolutionBody;
-use crate::http::{authenticate, before_body, read_json, ApiError};
+use crate::http::{authenticate, before_body, read_json, ApiError, REFUSED_CLIENT_WAIT};
 use crate::shard::Shard;
 use crate::store::{Challenge, Issue, NewTicket};
 use seckill_core::api;
@@ -94,7 +94,7 @@ pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<R
     let user = match authenticate(shard, &req).and_then(|u| open_for_tickets(shard, id).map(|()| u))
     {
         Ok(user) => user,
-        Err(e) => return before_body(req, e).await,
+        Err(e) => return before_body(req, Err(e), REFUSED_CLIENT_WAIT).await,
     };
     let s: SolutionBody = read_json(shard, req).await?;
     if s.challenge_id.len() != 32 || s.nonce.is_empty() || s.nonce.len() > 64 {

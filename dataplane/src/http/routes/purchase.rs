@@ -9,10 +9,14 @@ use crate::campaign::State;
 use crate::guard::pow;
 use crate::http::reply::{ok, Reply};
 use crate::http::request::{self, PurchaseBody};
-use crate::http::{authenticate, before_body, read_json, ApiError, IDEMPOTENCY_KEY};
+use crate::http::{
+    authenticate, before_body, read_json, refused_before_body, ApiError, Step, IDEMPOTENCY_KEY,
+    REFUSED_CLIENT_WAIT,
+};
 use crate::shard::Shard;
 use crate::store::{Purchase, PurchaseRequest};
 use seckill_core::{api, queue};
+use std::time::Duration;
 
 /// Within this long of the opening or the end, the shard leaves the verdict to the
 /// purchase script, which reads Redis's clock: the shard's own is corrected to Redis's
@@ -28,32 +32,21 @@ fn held(order_id: &str, pay_by_ms: i64) -> Reply {
     })
 }
 
-/// The first answer to an earlier request with this `Idempotency-Key`, when there was
-/// one; else `refusal`. Redis is asked unless the user's partition is lent to the shard
-/// and the shard's copy of its first answers shows there is none.
+/// The first answer to an earlier request with this `Idempotency-Key`, from Redis; else
+/// `refusal`.
 async fn first_answer_or(
     shard: &Shard,
     id: &str,
     partitions: u32,
     user: &str,
-    idem: Option<&str>,
+    key: &str,
     refusal: ApiError,
 ) -> Result<Reply, ApiError> {
-    let Some(key) = idem else {
-        return Err(refusal);
-    };
-    if !shard
-        .leases
-        .borrow()
-        .may_have_first_answer(id, partitions, user, key)
-    {
-        return Err(refusal);
-    }
     let first = shard
         .store
         .first_answer(id, partitions, user, key)
         // Redis calls' futures are boxed where they are made: inline, they would set the
-        // size of every purchase's future, refusals' included.
+        // size of every purchase's future.
         .boxed_local()
         .await
         .map_err(|e| {
@@ -66,61 +59,113 @@ async fn first_answer_or(
     }
 }
 
-pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
+/// What the shard decided on its own: a refusal, and what the purchase needs if none.
+struct Verdict {
+    partitions: u32,
+    limit: u32,
+    needs_ticket: bool,
+    pass_ttl_s: Option<u64>,
+    refusal: Option<ApiError>,
+}
+
+/// A purchase. Everything the shard can decide alone is decided before any future is
+/// made: a refusal whose body came with its head (as clients send a small body) is
+/// answered at once. Only what waits (a body on its way, Redis) becomes a future.
+pub fn post<'a>(shard: &'a Shard, id: &'a str, req: Request<Incoming>) -> Step<'a> {
     let user = match authenticate(shard, &req) {
         Ok(user) => user,
-        Err(e) => return before_body(req, e).await,
+        Err(e) => return refused_before_body(req, e, REFUSED_CLIENT_WAIT),
     };
-    let idem =
-        match request::idempotency_key(req.headers().get(IDEMPOTENCY_KEY).map(|v| v.as_bytes())) {
-            Ok(key) => key,
-            Err(e) => return before_body(req, e).await,
-        };
+    let idem = match request::idempotency_key(req.headers().get(IDEMPOTENCY_KEY)) {
+        Ok(key) => key,
+        Err(e) => return refused_before_body(req, e, REFUSED_CLIENT_WAIT),
+    };
+    // A refusal for the sale's sake waits for the rest of the body as long as a purchase
+    // would: the connection is a shopper's, who may buy again on it.
+    let body_wait = Duration::from_millis(shard.settings.http.header_timeout_ms);
+    let Some(verdict) = shard.with_campaign(id, verdict) else {
+        return refused_before_body(req, ApiError::UnknownCampaign, body_wait);
+    };
+    let Some(refusal) = verdict.refusal else {
+        let idem = idem.map(str::to_owned);
+        return Step::Waits(buy(shard, id, req, user, idem, verdict).boxed_local());
+    };
+    // A retry gets its first answer whatever happened since (sold out, paused, ended,
+    // its pass run out). A purchase that goes to Redis has it from the script, which
+    // looks first; a refusal decided here asks Redis unless the user's partition is lent
+    // to the shard and the shard's copy of its first answers shows there is none. The
+    // refusal holds whatever the body says: the body is not parsed.
+    let partitions = verdict.partitions;
+    match idem {
+        Some(key)
+            if shard
+                .leases
+                .borrow()
+                .may_have_first_answer(id, partitions, &user, key) =>
+        {
+            let key = key.to_owned();
+            Step::Waits(
+                async move {
+                    let first = first_answer_or(shard, id, partitions, &user, &key, refusal).await;
+                    before_body(req, first, body_wait).await
+                }
+                .boxed_local(),
+            )
+        }
+        _ => refused_before_body(req, refusal, body_wait),
+    }
+}
+
+/// The shard's verdict on a purchase of campaign `v`, taken before any Redis call.
+fn verdict(v: &crate::shard::CampaignView) -> Verdict {
+    let c = &v.campaign;
+    let now = crate::clock::coarse_now_ms();
+    let refusal = match c.state {
+        State::Draft | State::Arming => Some(ApiError::UnknownCampaign),
+        State::Armed => Some(ApiError::NotStarted {
+            starts_at_ms: c.starts_at_ms,
+        }),
+        State::Paused => Some(ApiError::Paused),
+        State::Ended => Some(ApiError::Ended),
+        State::Live if c.starts_at_ms.is_some_and(|s| now < s - EDGE_MS) => {
+            Some(ApiError::NotStarted {
+                starts_at_ms: c.starts_at_ms,
+            })
+        }
+        State::Live if c.ends_at_ms.is_some_and(|e| now >= e + EDGE_MS) => Some(ApiError::Ended),
+        // A pass reserves a unit: its holder hears `sold_out` from no one, and the script
+        // has the last word for anyone.
+        State::Live if v.sold_out && c.spec.queue.is_none() => Some(ApiError::SoldOut),
+        State::Live => None,
+    };
+    Verdict {
+        partitions: c.spec.partitions,
+        limit: c.spec.per_user_limit,
+        needs_ticket: c.spec.require_ticket,
+        pass_ttl_s: c.spec.queue.map(|q| q.pass_ttl_s),
+        refusal,
+    }
+}
+
+/// A purchase the shard did not refuse: its body, its ticket, then Redis.
+async fn buy(
+    shard: &Shard,
+    id: &str,
+    req: Request<Incoming>,
+    user: std::rc::Rc<str>,
+    idem: Option<String>,
+    verdict: Verdict,
+) -> Result<Reply, ApiError> {
+    let Verdict {
+        partitions,
+        limit,
+        needs_ticket,
+        pass_ttl_s,
+        ..
+    } = verdict;
     let body: PurchaseBody = read_json(shard, req).await?;
     if body.quantity < 1 {
         return Err(ApiError::BadRequest("quantity: must be at least 1".into()));
-    }
-
-    // The shard's own verdict, taken before any Redis call.
-    let (partitions, limit, needs_ticket, pass_ttl_s, refusal) = shard
-        .with_campaign(id, |v| {
-            let c = &v.campaign;
-            let now = crate::clock::coarse_now_ms();
-            let refusal = match c.state {
-                State::Draft | State::Arming => Some(ApiError::UnknownCampaign),
-                State::Armed => Some(ApiError::NotStarted {
-                    starts_at_ms: c.starts_at_ms,
-                }),
-                State::Paused => Some(ApiError::Paused),
-                State::Ended => Some(ApiError::Ended),
-                State::Live if c.starts_at_ms.is_some_and(|s| now < s - EDGE_MS) => {
-                    Some(ApiError::NotStarted {
-                        starts_at_ms: c.starts_at_ms,
-                    })
-                }
-                State::Live if c.ends_at_ms.is_some_and(|e| now >= e + EDGE_MS) => {
-                    Some(ApiError::Ended)
-                }
-                // A pass reserves a unit: its holder hears `sold_out` from no one, and
-                // the script has the last word for anyone.
-                State::Live if v.sold_out && c.spec.queue.is_none() => Some(ApiError::SoldOut),
-                State::Live => None,
-            };
-            (
-                c.spec.partitions,
-                c.spec.per_user_limit,
-                c.spec.require_ticket,
-                c.spec.queue.map(|q| q.pass_ttl_s),
-                refusal,
-            )
-        })
-        .ok_or(ApiError::UnknownCampaign)?;
-
-    // A retry gets its first answer whatever happened since (sold out, paused, ended,
-    // its pass run out). A purchase that goes to Redis has it from the script, which
-    // looks first; only a refusal decided here on the shard needs the lookup.
-    if let Some(refusal) = refusal {
-        return first_answer_or(shard, id, partitions, &user, idem.as_deref(), refusal).await;
     }
 
     if body.quantity > i64::from(limit) {
@@ -139,7 +184,10 @@ pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
             });
         let Some((t, expires_ms)) = verified else {
             let refusal = ApiError::TicketInvalid;
-            return first_answer_or(shard, id, partitions, &user, idem.as_deref(), refusal).await;
+            return match idem.as_deref() {
+                Some(key) => first_answer_or(shard, id, partitions, &user, key, refusal).await,
+                None => Err(refusal),
+            };
         };
         (Some(t.id), pass_ttl_s.map(|_| expires_ms))
     } else {

@@ -10,7 +10,7 @@ use hyper::Request;
 use crate::campaign::State;
 use crate::guard::pow;
 use crate::http::reply::{ok, Reply};
-use crate::http::{authenticate, before_body, read_json, ApiError};
+use crate::http::{authenticate, before_body, read_json, ApiError, REFUSED_CLIENT_WAIT};
 use crate::shard::Shard;
 use crate::store::{Look, Standing};
 use seckill_core::api::{JoinBody, QueueStatus};
@@ -132,7 +132,7 @@ pub async fn join(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
     let checked = authenticate(shard, &req).and_then(|u| room(shard, id).map(|r| (u, r)));
     let (user, room) = match checked {
         Ok(v) => v,
-        Err(e) => return before_body(req, e).await,
+        Err(e) => return before_body(req, Err(e), REFUSED_CLIENT_WAIT).await,
     };
     let body: JoinBody = read_json(shard, req).await?;
     if room.state == State::Ended {

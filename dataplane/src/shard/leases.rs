@@ -3,10 +3,11 @@
 //! when the user's partition is lent to the shard and holds no first answer for the key.
 
 use futures::future::join_all;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::time::{Duration, Instant};
 
-use crate::keys::{partition_of, PartitionKeys};
+use crate::keys::partition_of;
 use crate::store::{Lease, Store, StoreError};
 
 /// How long Redis keeps a partition lent: units that come back to a lent partition
@@ -22,16 +23,20 @@ pub const RENEW_EVERY: Duration = Duration::from_millis(250);
 const MARGIN: Duration = Duration::from_millis(400);
 
 /// One lent partition: until when it is trusted, the order sequence its copy was made
-/// at, and the copy (hashed with SipHash: the keys are the clients' own).
+/// at, and the copy: the fingerprints of its fields, sorted.
 struct Lent {
     until: Instant,
     seq: i64,
-    answers: HashSet<String>,
+    answers: Vec<u64>,
 }
 
-/// The campaigns whose partitions the shard holds, each partition lent or not.
+/// The campaigns whose partitions the shard holds, each partition lent or not, and the
+/// key of the copies' fingerprints.
 #[derive(Default)]
-pub struct Leases(HashMap<String, Vec<Option<Lent>>>);
+pub struct Leases {
+    campaigns: HashMap<String, Vec<Option<Lent>>, foldhash::fast::RandomState>,
+    fingerprints: foldhash::quality::RandomState,
+}
 
 impl Leases {
     /// Whether `user`'s `key` may have a first answer in Redis: `false` only while the
@@ -43,29 +48,63 @@ impl Leases {
         user: &str,
         key: &str,
     ) -> bool {
-        let Some(parts) = self.0.get(campaign) else {
+        let Some(parts) = self.campaigns.get(campaign) else {
             return true;
         };
         match parts.get(partition_of(user, partitions) as usize) {
-            Some(Some(lent)) if Instant::now() < lent.until => lent
-                .answers
-                .contains(&PartitionKeys::first_answer_field(user, key)),
+            Some(Some(lent)) if Instant::now() < lent.until => {
+                // `PartitionKeys::first_answer_field`, laid out here.
+                let parts = [b"i:".as_slice(), user.as_bytes(), b":", key.as_bytes()];
+                let len: usize = parts.iter().map(|p| p.len()).sum();
+                let mut field = [0u8; FIELD_MAX];
+                if len > FIELD_MAX {
+                    return true;
+                }
+                let mut at = 0;
+                for part in parts {
+                    field[at..at + part.len()].copy_from_slice(part);
+                    at += part.len();
+                }
+                let print = fingerprint(&self.fingerprints, &field[..len]);
+                lent.answers.binary_search(&print).is_ok()
+            }
             _ => true,
         }
     }
 
     /// Keeps only the campaigns `keep` names.
     pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
-        self.0.retain(|id, _| keep(id));
+        self.campaigns.retain(|id, _| keep(id));
     }
 
     /// The order sequence of each partition's copy, for asking again.
     fn seqs(&self, campaign: &str, partitions: u32) -> Vec<Option<i64>> {
-        let parts = self.0.get(campaign);
+        let parts = self.campaigns.get(campaign);
         (0..partitions as usize)
             .map(|p| parts.and_then(|v| v.get(p)?.as_ref()).map(|l| l.seq))
             .collect()
     }
+}
+
+/// The longest first answer's field the shard looks up itself; a longer one (a long user
+/// id) is asked of Redis.
+const FIELD_MAX: usize = 192;
+
+/// A first answer's field (`i:<user>:<key>`) as 64 bits of foldhash under the shard's own
+/// random seed. The clients choose the keys, not the seed; a field that shares a
+/// fingerprint with a first answer only sends its refusal to Redis to ask.
+fn fingerprint(seed: &foldhash::quality::RandomState, field: &[u8]) -> u64 {
+    seed.hash_one(field)
+}
+
+/// A partition's first answers, as the sorted fingerprints of their fields.
+fn copy(seed: &foldhash::quality::RandomState, fields: Vec<String>) -> Vec<u64> {
+    let mut answers: Vec<u64> = fields
+        .iter()
+        .map(|f| fingerprint(seed, f.as_bytes()))
+        .collect();
+    answers.sort_unstable();
+    answers
 }
 
 /// Asks for the lease of every partition of `campaign` (all proven empty), and keeps
@@ -87,7 +126,8 @@ pub async fn renew(
     )
     .await;
     let mut leases = leases.borrow_mut();
-    let parts = leases.0.entry(campaign.to_string()).or_default();
+    let leases = &mut *leases;
+    let parts = leases.campaigns.entry(campaign.to_string()).or_default();
     parts.resize_with(partitions as usize, || None);
     let until = asked + LEASE - MARGIN;
     let mut failed = None;
@@ -101,7 +141,7 @@ pub async fn renew(
                 *slot = Some(Lent {
                     until,
                     seq,
-                    answers: fields.into_iter().collect(),
+                    answers: copy(&leases.fingerprints, fields),
                 })
             }
             Ok(Lease::Refused) => untrust(slot, asked),
@@ -124,12 +164,26 @@ fn untrust(slot: &mut Option<Lent>, now: Instant) {
 mod tests {
     use super::*;
 
-    fn lent(until: Instant, answers: &[&str]) -> Option<Lent> {
+    fn lent(l: &Leases, until: Instant, answers: &[&str]) -> Option<Lent> {
         Some(Lent {
             until,
             seq: 7,
-            answers: answers.iter().map(|a| a.to_string()).collect(),
+            answers: copy(
+                &l.fingerprints,
+                answers.iter().map(|a| a.to_string()).collect(),
+            ),
         })
+    }
+
+    #[test]
+    fn a_field_too_long_to_look_up_here_is_asked_of_redis() {
+        let later = Instant::now() + Duration::from_secs(60);
+        let mut l = Leases::default();
+        let long = "u".repeat(FIELD_MAX);
+        let copy = lent(&l, later, &["i:alice:k1"]);
+        l.campaigns.insert("c".into(), vec![copy]);
+        assert!(!l.may_have_first_answer("c", 1, &long[..FIELD_MAX - 5], "k"));
+        assert!(l.may_have_first_answer("c", 1, &long, "k"));
     }
 
     #[test]
@@ -142,20 +196,22 @@ mod tests {
         let later = Instant::now() + Duration::from_secs(60);
         let mut l = Leases::default();
         // One partition: every user is on partition 0.
-        l.0.insert("c".into(), vec![lent(later, &["i:alice:k1"])]);
+        let copy = lent(&l, later, &["i:alice:k1"]);
+        l.campaigns.insert("c".into(), vec![copy]);
         assert!(l.may_have_first_answer("c", 1, "alice", "k1"));
         assert!(!l.may_have_first_answer("c", 1, "alice", "k2"));
         assert!(!l.may_have_first_answer("c", 1, "bob", "k1"));
         assert!(l.may_have_first_answer("other", 1, "bob", "k1"));
-        l.0.insert("c".into(), vec![lent(Instant::now(), &[])]);
+        let past = lent(&l, Instant::now(), &[]);
+        l.campaigns.insert("c".into(), vec![past]);
         assert!(
             l.may_have_first_answer("c", 1, "bob", "k1"),
             "a lease past its trust asks Redis"
         );
-        l.0.insert("c".into(), vec![None]);
+        l.campaigns.insert("c".into(), vec![None]);
         assert!(l.may_have_first_answer("c", 1, "bob", "k1"));
         assert_eq!(l.seqs("c", 2), vec![None, None]);
         l.retain(|_| false);
-        assert!(l.0.is_empty());
+        assert!(l.campaigns.is_empty());
     }
 }

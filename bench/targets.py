@@ -85,10 +85,11 @@ def main():
                    f"time than the profile does, and the profile's largest kernel symbol "
                    f"(`_raw_spin_unlock_irqrestore`) is where samples held while interrupts were "
                    f"off land. The node's share is spread thin over the larger head hyper parses, "
-                   f"hyper's body channel (a waker each way), the token lookup, the JSON body, "
-                   f"the verdict, the answer and clock reads, none above 0.1 µs; the second poll "
-                   f"of the connection that the body channel caused for every request with a "
-                   f"body is held back (`dataplane/src/http/wake.rs`). ")
+                   f"the body taken off hyper's body channel (a waker each way; the refusal does "
+                   f"not parse it, nor make a future), the token lookup, the verdict, the answer "
+                   f"and clock reads, none above 0.1 µs; the second poll of the connection that "
+                   f"the body channel caused for every request with a body is held back "
+                   f"(`dataplane/src/http/wake.rs`). ")
         else:
             why = ("The profile (`bench/profile.sh`) did not run: where the gap goes is not "
                    "measured here. ")
@@ -317,6 +318,8 @@ def main():
     print()
     print(KEYED_MOVED)
     print()
+    print(BEFORE_BODY_MOVED)
+    print()
     print(STOPS)
 
 
@@ -465,6 +468,24 @@ key absent from it has none. A key that has one still gets it from Redis. The no
 6.49 4.24 after (p99.9 96.83 19.95 31.86 34.02 and 25.82 27.18 22.24 21.09); the node's CPU a \
 request 59.5-60.7 µs before, 53.7-53.9 after; no failures, no retry answered differently \
 (the simulator checks every retry against its first answer)."""
+
+BEFORE_BODY_MOVED = """**What moved in the refusals, once more.** A purchase is now refused \
+before its body is read: the token, the `Idempotency-Key` and the campaign's verdict come first, \
+and a refusal whose body came with its head (hyper has taken it off the connection already) is \
+answered at once, as `/api/time` is, with no future made, boxed or moved and no JSON parsed; a \
+body still on its way is waited for as a purchase would wait, so the connection serves on. A \
+lent partition's copy of first answers became sorted fingerprints, so a keyed refusal no longer \
+formats its field into a `String` to look it up. The node before (5072553) and after (e4a4eb1, \
+before the fingerprints' last step from SipHash to foldhash), side by side on one Redis \
+(`BASELINE=<before> bench/http-ceiling.sh 1 3 5`, 2026-12-05, an Intel Xeon; requests/s and node \
+CPU a request): sold out 146,486 → 160,458 (6.73 → 6.12 µs), with a key \
+132,516 → 155,922 (7.36 → 6.34 µs), not started 149,473 → 162,447 (6.62 → 6.08 µs), rate limited \
+143,797 → 151,356 (6.87 → 6.50 µs); `/api/time` 181,359 and 177,110 (5.39 and 5.54 µs). In \
+instructions (`bench/node-instructions.sh`, the final build): sold out 19,181 → 17,788, with a key 22,388 → \
+19,598, not started 19,257 → 17,864, rate limited 19,435 → 18,770; `/api/time` 13,320 and \
+13,245. Measured on the way: dropping the body unread (unsafe for a body not yet all there) \
+gave about what the final change gives; taking the body once but keeping the future gave \
+nothing, as the larger future cost what the JSON had."""
 
 STOPS = """**What the launch's tail is made of.** After the measured launches, three more at \
 the same rate are traced (the simulator's `--trace`: each purchase's planned instant on the \

@@ -61,13 +61,17 @@ fn every_route_answers_as_its_description_says() {
     let base = node.url("");
     // A valid request may still be refused by the campaign's state or the shopper's
     // standing (sold out, over the limit, not open yet, ended): those statuses count as
-    // accepting the data. The stateful phase has no links to follow here.
+    // accepting the data. Bad data sent to a campaign that refuses every purchase hears
+    // the campaign's refusal (not started, ended), which does not depend on the body: those
+    // statuses count as rejecting it. The stateful phase has no links to follow here.
     let common = "[generation]\nmax-examples = 25\n\n\
         [phases.stateful]\nenabled = false\n\n\
         [[operations]]\ninclude-path-regex = \"/events$\"\nrequest-timeout = 1.0\n\
         generation.max-examples = 3\n\n\
         [checks.positive_data_acceptance]\n\
-        expected-statuses = [\"2xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"425\", \"429\", \"503\"]\n";
+        expected-statuses = [\"2xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"425\", \"429\", \"503\"]\n\n\
+        [checks.negative_data_rejection]\n\
+        expected-statuses = [\"400\", \"401\", \"403\", \"404\", \"405\", \"406\", \"409\", \"410\", \"415\", \"422\", \"425\", \"428\", \"429\", \"5xx\"]\n";
     // Every shopper route with generated path parameters (mostly unknown ids), then with
     // the ids of the campaigns and the order above, so the checks reach past the 404s.
     schemathesis(

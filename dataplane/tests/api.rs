@@ -366,6 +366,15 @@ fn read_response(s: &mut TcpStream) -> (String, String) {
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
+/// Sends a request's head, then its body in two writes, each a moment after the last.
+fn send_in_pieces(s: &mut TcpStream, head: &str, body: &str) {
+    s.write_all(head.as_bytes()).expect("write");
+    std::thread::sleep(Duration::from_millis(100));
+    s.write_all(&body.as_bytes()[..5]).expect("write");
+    std::thread::sleep(Duration::from_millis(100));
+    s.write_all(&body.as_bytes()[5..]).expect("write");
+}
+
 #[test]
 fn a_body_sent_in_pieces_or_chunks_is_read_whole_and_the_connection_serves_on() {
     let redis = Redis::start();
@@ -390,18 +399,8 @@ fn a_body_sent_in_pieces_or_chunks_is_read_whole_and_the_connection_serves_on() 
     };
     // The head, then the body in two writes a moment apart.
     let body = "{\"quantity\": 1}";
-    s.write_all(
-        head(
-            &c.token("piecemeal"),
-            &format!("Content-Length: {}\r\n", body.len()),
-        )
-        .as_bytes(),
-    )
-    .expect("write");
-    std::thread::sleep(Duration::from_millis(100));
-    s.write_all(&body.as_bytes()[..5]).expect("write");
-    std::thread::sleep(Duration::from_millis(100));
-    s.write_all(&body.as_bytes()[5..]).expect("write");
+    let framing = format!("Content-Length: {}\r\n", body.len());
+    send_in_pieces(&mut s, &head(&c.token("piecemeal"), &framing), body);
     let (status, answer) = read_response(&mut s);
     assert_eq!(status, "200", "{answer}");
     assert!(answer.contains("\"status\":\"held\""), "{answer}");
@@ -451,12 +450,7 @@ fn a_refusal_decided_before_its_body_is_answered_whether_the_body_came_or_comes_
     assert_eq!(status, "409", "{answer}");
     // The head, then the body in two writes a moment apart: refused once it came, and the
     // connection serves on.
-    s.write_all(head(body.len(), "k2").as_bytes())
-        .expect("write");
-    std::thread::sleep(Duration::from_millis(100));
-    s.write_all(&body.as_bytes()[..5]).expect("write");
-    std::thread::sleep(Duration::from_millis(100));
-    s.write_all(&body.as_bytes()[5..]).expect("write");
+    send_in_pieces(&mut s, &head(body.len(), "k2"), body);
     let (status, answer) = read_response(&mut s);
     assert_eq!(status, "409", "{answer}");
     assert!(answer.contains("\"error\":\"sold_out\""), "{answer}");

@@ -1,7 +1,7 @@
 //! Reading a request's body, for a while at most, as one small future. It is held inline
-//! in a purchase's future, which every refused purchase allocates and moves: nested
+//! in the future of the request that reads it, which is allocated and moved: nested
 //! `async fn`s (read, wait, race a timer) each kept their own copy of what they held, and
-//! made that future a fifth larger.
+//! made a purchase's future a fifth larger.
 
 use bytes::{Bytes, BytesMut};
 use glommio::timer::Timer;
@@ -22,8 +22,8 @@ const DISCARDED: usize = 64 * 1024;
 /// piece not copied), or, discarding, up to [`DISCARDED`] of them dropped. `None` once
 /// the time is up.
 ///
-/// Most bodies come with their head, and hyper hands them over on the connection's next
-/// turn: the timer is armed only for a body still on its way after that turn.
+/// Most bodies come with their head, and hyper has taken them off the connection before
+/// the route runs: the timer is armed only for a body still on its way a turn later.
 pub struct BodyRead {
     body: Incoming,
     /// The bytes kept, or `None` when discarding.
@@ -79,8 +79,8 @@ impl BodyRead {
     /// broke its limit).
     fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Result<Bytes, ApiError>> {
         loop {
-            // hyper closes a body's channel only on the connection's next turn; a body
-            // read to the end of its declared length need not wait for that.
+            // A body read to the end of its declared length is complete, whether or not
+            // hyper has closed its channel yet.
             if self.body.is_end_stream() {
                 return Poll::Ready(Ok(self.bytes()));
             }

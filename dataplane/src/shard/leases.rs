@@ -56,10 +56,10 @@ impl Leases {
                 // `PartitionKeys::first_answer_field`, laid out here.
                 let parts = [b"i:".as_slice(), user.as_bytes(), b":", key.as_bytes()];
                 let len: usize = parts.iter().map(|p| p.len()).sum();
-                let mut field = [0u8; FIELD_MAX];
                 if len > FIELD_MAX {
                     return true;
                 }
+                let mut field = [0u8; FIELD_MAX];
                 let mut at = 0;
                 for part in parts {
                     field[at..at + part.len()].copy_from_slice(part);

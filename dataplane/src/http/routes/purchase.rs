@@ -59,6 +59,15 @@ async fn first_answer_or(
     }
 }
 
+/// Whether `user`'s `key` may have a first answer in Redis: not while the user's partition
+/// is lent to the shard and the shard's copy of its first answers holds none for the key.
+fn may_have_first_answer(shard: &Shard, id: &str, partitions: u32, user: &str, key: &str) -> bool {
+    shard
+        .leases
+        .borrow()
+        .may_have_first_answer(id, partitions, user, key)
+}
+
 /// What the shard decided on its own: a refusal, and what the purchase needs if none.
 struct Verdict {
     partitions: u32,
@@ -81,8 +90,14 @@ pub fn post<'a>(shard: &'a Shard, id: &'a str, req: Request<Incoming>) -> Step<'
         Err(e) => return refused_before_body(req, e, REFUSED_CLIENT_WAIT),
     };
     // A refusal for the sale's sake waits for the rest of the body as long as a purchase
-    // would: the connection is a shopper's, who may buy again on it.
-    let body_wait = Duration::from_millis(shard.settings.http.header_timeout_ms);
+    // would: the connection is a shopper's, who may buy again on it. Not for a body over
+    // the limit, which a purchase would refuse at once.
+    let limit = shard.settings.http.max_body_bytes as u64;
+    let body_wait = if hyper::body::Body::size_hint(req.body()).lower() > limit {
+        REFUSED_CLIENT_WAIT
+    } else {
+        Duration::from_millis(shard.settings.http.header_timeout_ms)
+    };
     let Some(verdict) = shard.with_campaign(id, verdict) else {
         return refused_before_body(req, ApiError::UnknownCampaign, body_wait);
     };
@@ -97,12 +112,7 @@ pub fn post<'a>(shard: &'a Shard, id: &'a str, req: Request<Incoming>) -> Step<'
     // refusal holds whatever the body says: the body is not parsed.
     let partitions = verdict.partitions;
     match idem {
-        Some(key)
-            if shard
-                .leases
-                .borrow()
-                .may_have_first_answer(id, partitions, &user, key) =>
-        {
+        Some(key) if may_have_first_answer(shard, id, partitions, &user, key) => {
             let key = key.to_owned();
             Step::Waits(
                 async move {
@@ -185,8 +195,10 @@ async fn buy(
         let Some((t, expires_ms)) = verified else {
             let refusal = ApiError::TicketInvalid;
             return match idem.as_deref() {
-                Some(key) => first_answer_or(shard, id, partitions, &user, key, refusal).await,
-                None => Err(refusal),
+                Some(key) if may_have_first_answer(shard, id, partitions, &user, key) => {
+                    first_answer_or(shard, id, partitions, &user, key, refusal).await
+                }
+                _ => Err(refusal),
             };
         };
         (Some(t.id), pass_ttl_s.map(|_| expires_ms))

@@ -54,16 +54,16 @@ impl Leases {
         match parts.get(partition_of(user, partitions) as usize) {
             Some(Some(lent)) if Instant::now() < lent.until => {
                 // `PartitionKeys::first_answer_field`, laid out here.
-                let parts = [b"i:".as_slice(), user.as_bytes(), b":", key.as_bytes()];
-                let len: usize = parts.iter().map(|p| p.len()).sum();
+                let pieces = [b"i:".as_slice(), user.as_bytes(), b":", key.as_bytes()];
+                let len: usize = pieces.iter().map(|p| p.len()).sum();
                 if len > FIELD_MAX {
                     return true;
                 }
                 let mut field = [0u8; FIELD_MAX];
                 let mut at = 0;
-                for part in parts {
-                    field[at..at + part.len()].copy_from_slice(part);
-                    at += part.len();
+                for piece in pieces {
+                    field[at..at + piece.len()].copy_from_slice(piece);
+                    at += piece.len();
                 }
                 let print = fingerprint(&self.fingerprints, &field[..len]);
                 lent.answers.binary_search(&print).is_ok()

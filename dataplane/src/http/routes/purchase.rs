@@ -59,13 +59,18 @@ async fn first_answer_or(
     }
 }
 
-/// Whether `user`'s `key` may have a first answer in Redis: not while the user's partition
-/// is lent to the shard and the shard's copy of its first answers holds none for the key.
-fn may_have_first_answer(shard: &Shard, id: &str, partitions: u32, user: &str, key: &str) -> bool {
-    shard
-        .leases
-        .borrow()
-        .may_have_first_answer(id, partitions, user, key)
+/// The `Idempotency-Key` to ask Redis for a first answer with, if any: none without a
+/// key, nor while the user's partition is lent to the shard and the shard's copy of its
+/// first answers holds none for the key.
+fn key_to_ask<'k>(
+    shard: &Shard,
+    id: &str,
+    partitions: u32,
+    user: &str,
+    idem: Option<&'k str>,
+) -> Option<&'k str> {
+    let leases = shard.leases.borrow();
+    idem.filter(|key| leases.may_have_first_answer(id, partitions, user, key))
 }
 
 /// What the shard decided on its own: a refusal, and what the purchase needs if none.
@@ -111,8 +116,8 @@ pub fn post<'a>(shard: &'a Shard, id: &'a str, req: Request<Incoming>) -> Step<'
     // to the shard and the shard's copy of its first answers shows there is none. The
     // refusal holds whatever the body says: the body is not parsed.
     let partitions = verdict.partitions;
-    match idem {
-        Some(key) if may_have_first_answer(shard, id, partitions, &user, key) => {
+    match key_to_ask(shard, id, partitions, &user, idem) {
+        Some(key) => {
             let key = key.to_owned();
             Step::Waits(
                 async move {
@@ -122,7 +127,7 @@ pub fn post<'a>(shard: &'a Shard, id: &'a str, req: Request<Incoming>) -> Step<'
                 .boxed_local(),
             )
         }
-        _ => refused_before_body(req, refusal, body_wait),
+        None => refused_before_body(req, refusal, body_wait),
     }
 }
 
@@ -194,11 +199,9 @@ async fn buy(
             });
         let Some((t, expires_ms)) = verified else {
             let refusal = ApiError::TicketInvalid;
-            return match idem.as_deref() {
-                Some(key) if may_have_first_answer(shard, id, partitions, &user, key) => {
-                    first_answer_or(shard, id, partitions, &user, key, refusal).await
-                }
-                _ => Err(refusal),
+            return match key_to_ask(shard, id, partitions, &user, idem.as_deref()) {
+                Some(key) => first_answer_or(shard, id, partitions, &user, key, refusal).await,
+                None => Err(refusal),
             };
         };
         (Some(t.id), pass_ttl_s.map(|_| expires_ms))

@@ -33,6 +33,12 @@ pub fn in_request<F: Future>(id: String, fut: F) -> InRequest<F> {
     InRequest { id, fut }
 }
 
+/// Runs `f` under the request id `id`, as [`in_request`] polls a future.
+pub fn within<T>(id: &str, f: impl FnOnce() -> T) -> T {
+    let _scope = Scope::enter(id);
+    f()
+}
+
 pin_project_lite::pin_project! {
     /// A request's future polled under its id ([`in_request`]). One struct, not an
     /// `async fn`: every request's future is moved into hyper, and an `async fn` that

@@ -344,6 +344,12 @@ fn a_body_that_stops_coming_gets_408() {
 
 /// Reads one response off a kept-alive connection: its status and its body.
 fn read_response(s: &mut TcpStream) -> (String, String) {
+    let (head, body) = read_answer(s);
+    (head.get(9..12).unwrap_or_default().to_string(), body)
+}
+
+/// One response off a raw connection: its head (lowercased) and its body.
+fn read_answer(s: &mut TcpStream) -> (String, String) {
     let mut got = Vec::new();
     let mut byte = [0u8; 1];
     while !got.ends_with(b"\r\n\r\n") {
@@ -362,8 +368,124 @@ fn read_response(s: &mut TcpStream) -> (String, String) {
         .expect("content-length");
     let mut body = vec![0u8; len];
     s.read_exact(&mut body).expect("read the body");
-    let status = head.get(9..12).unwrap_or_default().to_string();
-    (status, String::from_utf8_lossy(&body).into_owned())
+    (head, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// A response head's header names and values (the date's value left out), sorted.
+fn header_lines(head: &str) -> Vec<String> {
+    let mut lines: Vec<String> = head
+        .lines()
+        .skip(1)
+        .filter(|l| !l.is_empty())
+        .map(|l| match l.split_once(':') {
+            Some(("date", _)) => "date".to_string(),
+            _ => l.to_string(),
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn a_refusal_from_its_head_alone_reads_as_any_answer_and_keeps_its_place_in_line() {
+    let redis = Redis::start();
+    let node = Node::start_with(&redis, 1, "[http]\nheader_timeout_ms = 2000\n");
+    open_sale(&redis, &node, spec("gone", 1, 1, 1));
+    let c = node.client();
+    let first = c.token("first");
+    assert_eq!(c.purchase("gone", &first, Some("mine")).0, 200);
+    let late = c.token("late");
+    assert_eq!(c.purchase("gone", &late, None).1["error"], "sold_out");
+    let purchase = |token: &str, extra: &str| {
+        format!(
+            "POST /api/campaigns/gone/purchase HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\n{extra}Content-Length: 15\r\n\r\n{{\"quantity\": 1}}"
+        )
+    };
+    let connect = || {
+        let s = TcpStream::connect(("127.0.0.1", node.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        s
+    };
+    // The same refusal, its request whole in one write, and its body a moment after its
+    // head (read by the HTTP layer): the same answer, header for header.
+    let mut whole = connect();
+    let request = purchase(&late, "X-Request-Id: same-1\r\n");
+    whole.write_all(request.as_bytes()).expect("write");
+    let (head_whole, body_whole) = read_answer(&mut whole);
+    let mut pieces = connect();
+    let (head, body) = request.split_at(request.len() - 15);
+    send_in_pieces(&mut pieces, head, body);
+    let (head_pieces, body_pieces) = read_answer(&mut pieces);
+    assert!(
+        head_whole.starts_with("http/1.1 409 conflict\r\n"),
+        "{head_whole}"
+    );
+    assert_eq!(
+        header_lines(&head_whole),
+        header_lines(&head_pieces),
+        "{head_whole}{head_pieces}"
+    );
+    assert!(
+        head_whole.contains("x-request-id: same-1\r\n"),
+        "{head_whole}"
+    );
+    assert!(head_whole.contains("date: "), "{head_whole}");
+    assert_eq!(body_whole, body_pieces);
+    assert!(
+        body_whole.contains("\"error\":\"sold_out\""),
+        "{body_whole}"
+    );
+
+    // Pipelined in one write: refusals the shard gives at once, a retry whose first answer
+    // is in Redis, a bad token, a GET, a chunked body (read by the HTTP layer, and every
+    // request after it): answered in the order they came.
+    let mut line = connect();
+    let chunked = format!(
+        "POST /api/campaigns/gone/purchase HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {late}\r\n\
+         Transfer-Encoding: chunked\r\n\r\nf\r\n{{\"quantity\": 1}}\r\n0\r\n\r\n"
+    );
+    let requests = [
+        purchase(&late, ""),
+        purchase(&first, "Idempotency-Key: mine\r\n"),
+        purchase(&late, "Idempotency-Key: other\r\n"),
+        purchase("forged", ""),
+        "GET /api/time HTTP/1.1\r\nHost: x\r\n\r\n".to_string(),
+        purchase(&late, ""),
+        chunked,
+        purchase(&late, ""),
+    ];
+    line.write_all(requests.concat().as_bytes()).expect("write");
+    let answers: Vec<(String, String)> = (0..requests.len())
+        .map(|_| read_response(&mut line))
+        .collect();
+    let statuses: Vec<&str> = answers.iter().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(
+        statuses,
+        ["409", "200", "409", "401", "200", "409", "409", "409"],
+        "{answers:?}"
+    );
+    assert!(answers[1].1.contains("\"status\":\"held\""), "{answers:?}");
+    assert!(answers[4].1.contains("now_ms"), "{answers:?}");
+
+    // Counted as every answer is: the refusals by their outcome.
+    let metrics = common::get_text(
+        &format!("http://127.0.0.1:{}/metrics", node.admin_port),
+        None,
+    );
+    let count = |outcome: &str| {
+        let series =
+            format!("seckill_http_requests_total{{route=\"purchase\",outcome=\"{outcome}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str())?.parse::<u64>().ok())
+    };
+    assert_eq!(count("sold_out"), Some(8), "{metrics}");
+    assert_eq!(count("unauthenticated"), Some(1), "{metrics}");
+    let l = common::ledger_holds(&redis, "gone");
+    assert!(l.holds(), "{l}");
+    assert_eq!((l.held, l.remaining, l.buyers), (1, 0, 1), "{l}");
 }
 
 /// Sends a request's head, then its body in two writes, each a moment after the last.

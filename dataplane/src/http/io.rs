@@ -101,6 +101,10 @@ pub struct TimedStream {
     /// A JSON error response written in place of the HTTP layer's own (empty) answer to
     /// a request it could not parse, and how much of it went out.
     replacement: Option<(Vec<u8>, usize)>,
+    /// The quick lane, on the shopper API's connections.
+    lane: Option<super::quick::Lane>,
+    /// hyper has written and not yet flushed: an answer of its own is on its way.
+    unflushed: bool,
 }
 
 impl TimedStream {
@@ -122,8 +126,16 @@ impl TimedStream {
             idle_timeout,
             timer: None,
             replacement: None,
+            lane: None,
+            unflushed: false,
         };
         (s, clock)
+    }
+
+    /// Answers here what the quick lane can.
+    pub fn with_lane(mut self, lane: super::quick::Lane) -> Self {
+        self.lane = Some(lane);
+        self
     }
 
     /// The current phase's deadline, in [`coarse_ms`].
@@ -188,28 +200,67 @@ impl AsyncRead for TimedStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let socket = Pin::new(self.inner.get_mut());
-        match socket.poll_fill_buf(cx) {
-            Poll::Ready(Ok(arrived)) => {
-                let n = arrived.len().min(buf.remaining());
-                buf.put_slice(&arrived[..n]);
-                Pin::new(self.inner.get_mut()).consume(n);
-                if n > 0 && self.clock.phase.get() == Phase::Idle {
-                    self.clock.set(Phase::Head);
-                }
-                Poll::Ready(Ok(()))
+        let this = &mut *self;
+        loop {
+            // A client that sends requests without reading the answers is answered no
+            // faster than it reads.
+            if this.lane.as_ref().is_some_and(super::quick::Lane::must_send) {
+                std::task::ready!(this.poll_lane(cx))?;
             }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => match self.poll_deadline(cx) {
-                Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    match self.clock.phase.get() {
-                        Phase::Head => "request head not received in time",
-                        _ => "connection idle",
-                    },
-                ))),
-                Poll::Pending => Poll::Pending,
-            },
+            // hyper has nothing in hand: its last answer is written and flushed, and it
+            // asks for a request's first bytes.
+            let idle = this.clock.phase.get() == Phase::Idle
+                && !this.unflushed
+                && this.replacement.is_none();
+            let socket = Pin::new(this.inner.get_mut());
+            match socket.poll_fill_buf(cx) {
+                Poll::Ready(Ok(arrived)) => {
+                    let mut n = arrived.len().min(buf.remaining());
+                    if let (Some(lane), false) = (&mut this.lane, arrived.is_empty()) {
+                        match lane.take(arrived, idle) {
+                            super::quick::Take::Answered(len) => {
+                                Pin::new(this.inner.get_mut()).consume(len);
+                                this.clock.set(Phase::Idle);
+                                continue;
+                            }
+                            super::quick::Take::Hand(most) => n = n.min(most),
+                        }
+                    }
+                    // The lane's answers go out before hyper reads on (or learns the
+                    // client has finished), so they come before anything it answers.
+                    if this
+                        .lane
+                        .as_ref()
+                        .is_some_and(super::quick::Lane::has_output)
+                    {
+                        std::task::ready!(this.poll_lane(cx))?;
+                        continue;
+                    }
+                    buf.put_slice(&arrived[..n]);
+                    if let Some(lane) = &mut this.lane {
+                        lane.handed(n);
+                    }
+                    Pin::new(this.inner.get_mut()).consume(n);
+                    if n > 0 && this.clock.phase.get() == Phase::Idle {
+                        this.clock.set(Phase::Head);
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {
+                    std::task::ready!(this.poll_lane(cx))?;
+                    return match this.poll_deadline(cx) {
+                        Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            match this.clock.phase.get() {
+                                Phase::Head => "request head not received in time",
+                                _ => "connection idle",
+                            },
+                        ))),
+                        Poll::Pending => Poll::Pending,
+                    };
+                }
+            }
         }
     }
 }
@@ -262,6 +313,14 @@ impl TimedStream {
         true
     }
 
+    /// Writes out the quick lane's answers.
+    fn poll_lane(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.lane {
+            Some(lane) => lane.poll_send(Pin::new(&mut self.inner), cx),
+            None => Poll::Ready(Ok(())),
+        }
+    }
+
     /// Writes what is left of the replacement response.
     fn poll_replacement(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while let Some((bytes, done)) = &mut self.replacement {
@@ -289,6 +348,7 @@ impl AsyncWrite for TimedStream {
             return Poll::Ready(Ok(buf.len()));
         }
         self.responding();
+        self.unflushed = true;
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
@@ -305,6 +365,7 @@ impl AsyncWrite for TimedStream {
             return Poll::Ready(Ok(bufs.iter().map(|b| b.len()).sum()));
         }
         self.responding();
+        self.unflushed = true;
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
 
@@ -313,16 +374,16 @@ impl AsyncWrite for TimedStream {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.poll_replacement(cx) {
-            Poll::Ready(Ok(())) => Pin::new(&mut self.inner).poll_flush(cx),
-            other => other,
-        }
+        std::task::ready!(self.poll_replacement(cx))?;
+        std::task::ready!(Pin::new(&mut self.inner).poll_flush(cx))?;
+        // hyper flushes once its buffer has gone to the socket.
+        self.unflushed = false;
+        Poll::Ready(Ok(()))
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.poll_replacement(cx) {
-            Poll::Ready(Ok(())) => Pin::new(&mut self.inner).poll_shutdown(cx),
-            other => other,
-        }
+        std::task::ready!(self.poll_lane(cx))?;
+        std::task::ready!(self.poll_replacement(cx))?;
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

@@ -3,6 +3,7 @@
 pub mod admin;
 mod body;
 mod io;
+mod quick;
 mod reply;
 pub mod request;
 mod routes;
@@ -33,13 +34,13 @@ use crate::shard::Shard;
 use crate::{auth, guard};
 use body::BodyRead;
 use reply::Reply;
-use request::Route;
+use request::{Headers, Route};
 use std::net::IpAddr;
 use std::time::Instant;
 
 /// Header names looked up or set on every request, parsed once.
-const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 /// Serves one connection until the client leaves, a timeout fires, or `shutdown`
@@ -60,7 +61,7 @@ pub async fn serve_connection(
         Duration::from_millis(h.header_timeout_ms),
         Duration::from_millis(h.idle_timeout_ms),
     );
-    let io = TokioIo::new(stream);
+    let io = TokioIo::new(stream.with_lane(quick::Lane::new(shard.clone(), peer)));
     let svc_shard = shard.clone();
     let svc = service_fn(move |req| {
         clock.handling();
@@ -110,7 +111,7 @@ where
 /// shard's verdict on it: blacklist and per-IP bucket.
 fn admit_ip(
     shard: &Shard,
-    req: &Request<Incoming>,
+    headers: &(impl Headers + ?Sized),
     peer: IpAddr,
     now: Instant,
 ) -> (IpAddr, Result<(), ApiError>) {
@@ -118,9 +119,9 @@ fn admit_ip(
     // Only a trusted proxy's header counts (`client_ip` checks again), and most peers
     // are none: the header is not looked for.
     let forwarded = if trusted.contains(&peer) {
-        req.headers()
-            .get(X_FORWARDED_FOR)
-            .and_then(|v| v.to_str().ok())
+        headers
+            .value(&X_FORWARDED_FOR)
+            .and_then(|v| std::str::from_utf8(v).ok())
     } else {
         None
     };
@@ -144,7 +145,7 @@ fn respond(
     req: Request<Incoming>,
     peer: IpAddr,
 ) -> impl Future<Output = hyper::Response<Body>> {
-    let id = request_id(&shard, &req);
+    let id = request_id(&shard, req.headers());
     crate::logs::in_request(id, answer(shard, req, peer)).map(|(mut response, id)| {
         // The id's own bytes become the header value, without a copy.
         if let Ok(v) = hyper::header::HeaderValue::try_from(id) {
@@ -162,7 +163,7 @@ fn open_events(
     peer: IpAddr,
 ) -> hyper::Response<Body> {
     let start = Instant::now();
-    let (ip, checked) = admit_ip(shard, req, peer, start);
+    let (ip, checked) = admit_ip(shard, req.headers(), peer, start);
     let opened = checked
         .and_then(|()| starting(shard))
         .and_then(|()| routes::events::open(shard.clone(), id, ip));
@@ -178,15 +179,62 @@ fn open_events(
 
 /// A refusal's reply; 401, 403 and 429 count toward blocking the client.
 fn refusal(shard: &Shard, ip: IpAddr, e: ApiError) -> Reply {
-    if matches!(e.status().as_u16(), 401 | 403 | 429) {
-        shard.refused(guard::Client::Ip(ip));
-    }
+    count_refusal(shard, ip, &e);
     e.reply()
 }
 
+fn count_refusal(shard: &Shard, ip: IpAddr, e: &ApiError) {
+    if matches!(e.status().as_u16(), 401 | 403 | 429) {
+        shard.refused(guard::Client::Ip(ip));
+    }
+}
+
+/// A purchase that ends on the shard in a refusal, decided from its head and answered
+/// by the connection itself into `out`, without hyper: a surge is mostly such
+/// purchases (before the opening, over the limits, after the last unit), and hyper's
+/// parse of the head into its map, its body channel and its encoder cost more than the
+/// shard's whole verdict. The same checks in the same order as [`answer`] takes them,
+/// counted the same; the answer is the one hyper would write. `false`, with nothing
+/// read or changed beyond the token cache, for any other request: hyper answers it.
+///
+/// The request is a `POST` of `target`; its body (`body_len` bytes) came with its head.
+pub(crate) fn refuse_at_once(
+    shard: &Shard,
+    target: &str,
+    headers: &impl Headers,
+    body_len: usize,
+    peer: IpAddr,
+    out: &mut Vec<u8>,
+) -> bool {
+    let path = target.split_once('?').map_or(target, |(path, _)| path);
+    let Ok(Route::Purchase(id)) = Route::of(&hyper::Method::POST, path) else {
+        return false;
+    };
+    if !shard.synced() || !routes::purchase::ends_on_shard(shard, id, headers) {
+        return false;
+    }
+    let request_id = request_id(shard, headers);
+    let refused = crate::logs::within(&request_id, || {
+        let start = Instant::now();
+        let (ip, checked) = admit_ip(shard, headers, peer, start);
+        let refused = checked.err().unwrap_or_else(|| {
+            match routes::purchase::decide(shard, id, headers, body_len as u64) {
+                routes::purchase::Decision::Refused(e, _) => e,
+                // Not reached: `ends_on_shard` said it would be refused.
+                _ => ApiError::Unavailable,
+            }
+        });
+        shard.answered(Endpoint::Purchase, refused.outcome(), start.elapsed());
+        count_refusal(shard, ip, &refused);
+        refused
+    });
+    refused.write_response(&request_id, out);
+    true
+}
+
 /// A client's own `X-Request-Id` when it is short and plain, else one of the shard's.
-fn request_id(shard: &Shard, req: &Request<Incoming>) -> String {
-    let given = req.headers().get(X_REQUEST_ID).map(|v| v.as_bytes());
+fn request_id(shard: &Shard, headers: &(impl Headers + ?Sized)) -> String {
+    let given = headers.value(&X_REQUEST_ID);
     match given {
         Some(v)
             if (1..=64).contains(&v.len())
@@ -218,7 +266,7 @@ fn answer(
             }
         }
         let start = Instant::now();
-        let (ip, checked) = admit_ip(&shard, &req, peer, start);
+        let (ip, checked) = admit_ip(&shard, req.headers(), peer, start);
         // The route borrows the path, and the request goes to the route: the path's bytes
         // are shared, not copied.
         let path = req.uri().path_and_query().cloned();
@@ -295,11 +343,8 @@ fn starting(shard: &Shard) -> Result<(), ApiError> {
 }
 
 /// The user a request's bearer token names.
-fn authenticate(shard: &Shard, req: &Request<Incoming>) -> Result<Rc<str>, ApiError> {
-    let header = req
-        .headers()
-        .get(hyper::header::AUTHORIZATION)
-        .map(|h| h.as_bytes());
+fn authenticate(shard: &Shard, headers: &(impl Headers + ?Sized)) -> Result<Rc<str>, ApiError> {
+    let header = headers.value(&hyper::header::AUTHORIZATION);
     let s = &shard.settings;
     let now_ms = crate::clock::coarse_now_ms();
     let known = request::bearer_bytes(header).and_then(|t| shard.tokens.borrow().user(t, now_ms));

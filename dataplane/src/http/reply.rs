@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
+use hyper::header::{HeaderName, HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{Response, StatusCode};
 use serde::Serialize;
 use std::borrow::Cow;
@@ -28,6 +28,25 @@ fn json_bytes(status: StatusCode, bytes: Bytes) -> Reply {
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
+}
+
+/// The `Date` of a response written now (RFC 9110's IMF-fixdate), made once a second on
+/// a shard.
+fn http_date(out: &mut Vec<u8>) {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    thread_local! {
+        static DATE: std::cell::RefCell<(u64, String)> =
+            const { std::cell::RefCell::new((u64::MAX, String::new())) };
+    }
+    let now = SystemTime::now();
+    let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    DATE.with_borrow_mut(|(at, text)| {
+        if *at != secs {
+            *at = secs;
+            *text = httpdate::fmt_http_date(now);
+        }
+        out.extend_from_slice(text.as_bytes());
+    });
 }
 
 pub fn ok<T: Serialize>(body: &T) -> Reply {
@@ -270,8 +289,8 @@ impl ApiError {
         })
     }
 
-    pub fn reply(&self) -> Reply {
-        let mut r = json_bytes(self.status(), self.body_bytes());
+    /// The header a refusal carries beside its JSON type, if any.
+    fn extra_header(&self) -> Option<(HeaderName, HeaderValue)> {
         let retry_after = match self {
             ApiError::Unavailable | ApiError::Starting => Some(1),
             ApiError::Busy { retry_after_s }
@@ -281,20 +300,51 @@ impl ApiError {
             _ => None,
         };
         if let Some(s) = retry_after {
-            r.headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from(s.max(1)));
+            return Some((RETRY_AFTER, HeaderValue::from(s.max(1))));
         }
-        if let ApiError::MethodNotAllowed { allow } = self {
-            r.headers_mut()
-                .insert(ALLOW, HeaderValue::from_static(allow));
+        match self {
+            ApiError::MethodNotAllowed { allow } => Some((ALLOW, HeaderValue::from_static(allow))),
+            // The rest of the body was never read: the connection cannot carry another
+            // request, and the client must not reuse it.
+            ApiError::PayloadTooLarge | ApiError::Timeout => {
+                Some((CONNECTION, HeaderValue::from_static("close")))
+            }
+            _ => None,
         }
-        // The rest of the body was never read: the connection cannot carry another
-        // request, and the client must not reuse it.
-        if matches!(self, ApiError::PayloadTooLarge | ApiError::Timeout) {
-            r.headers_mut()
-                .insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+
+    pub fn reply(&self) -> Reply {
+        let mut r = json_bytes(self.status(), self.body_bytes());
+        if let Some((name, value)) = self.extra_header() {
+            r.headers_mut().insert(name, value);
         }
         r
+    }
+
+    /// The refusal as an HTTP/1.1 response, written whole: what [`ApiError::reply`]
+    /// gives, with the `X-Request-Id`, as hyper would write it.
+    pub fn write_response(&self, request_id: &str, out: &mut Vec<u8>) {
+        let status = self.status();
+        let body = self.body_bytes();
+        out.extend_from_slice(b"HTTP/1.1 ");
+        out.extend_from_slice(status.as_str().as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+        out.extend_from_slice(b"\r\ncontent-type: application/json\r\n");
+        if let Some((name, value)) = self.extra_header() {
+            out.extend_from_slice(name.as_str().as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"x-request-id: ");
+        out.extend_from_slice(request_id.as_bytes());
+        out.extend_from_slice(b"\r\ncontent-length: ");
+        out.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
+        out.extend_from_slice(b"\r\ndate: ");
+        http_date(out);
+        out.extend_from_slice(b"\r\n\r\n");
+        out.extend_from_slice(&body);
     }
 }
 

@@ -68,7 +68,7 @@ fn unavailable(e: crate::store::StoreError) -> ApiError {
 }
 
 pub async fn challenge(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
-    let user = authenticate(shard, &req)?;
+    let user = authenticate(shard, req.headers())?;
     open_for_tickets(shard, id)?;
     let t = &shard.settings.tickets;
     let challenge_id = random_hex(16);
@@ -91,7 +91,8 @@ pub async fn challenge(shard: &Shard, id: &str, req: Request<Incoming>) -> Resul
 }
 
 pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
-    let user = match authenticate(shard, &req).and_then(|u| open_for_tickets(shard, id).map(|()| u))
+    let user = match authenticate(shard, req.headers())
+        .and_then(|u| open_for_tickets(shard, id).map(|()| u))
     {
         Ok(user) => user,
         Err(e) => return before_body(req, Err(e), REFUSED_CLIENT_WAIT).await,

@@ -13,7 +13,7 @@ use crate::store::{int, items, text};
 use seckill_core::api;
 
 pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
-    let user = authenticate(shard, &req)?;
+    let user = authenticate(shard, req.headers())?;
     let oid = OrderId::parse(id).ok_or(ApiError::NotFound)?;
     let key = PartitionKeys::new(oid.campaign, oid.partition).order(id);
     let fields = shard

@@ -12,7 +12,7 @@ use crate::store::Payment;
 use seckill_core::api;
 
 pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
-    let user = authenticate(shard, &req)?;
+    let user = authenticate(shard, req.headers())?;
     let order = OrderId::parse(id).ok_or(ApiError::NotFound)?;
     let paid = shard.store.pay(&order, id, &user).await.map_err(|e| {
         tracing::debug!(order = id, error = %e, "payment failed in redis");

@@ -8,7 +8,7 @@ use hyper::Request;
 use crate::campaign::State;
 use crate::guard::pow;
 use crate::http::reply::{ok, Reply};
-use crate::http::request::{self, PurchaseBody};
+use crate::http::request::{self, Headers, PurchaseBody};
 use crate::http::{
     authenticate, before_body, read_json, refused_before_body, ApiError, Step, IDEMPOTENCY_KEY,
     REFUSED_CLIENT_WAIT,
@@ -16,6 +16,7 @@ use crate::http::{
 use crate::shard::Shard;
 use crate::store::{Purchase, PurchaseRequest};
 use seckill_core::{api, queue};
+use std::rc::Rc;
 use std::time::Duration;
 
 /// Within this long of the opening or the end, the shard leaves the verdict to the
@@ -74,7 +75,7 @@ fn key_to_ask<'k>(
 }
 
 /// What the shard decided on its own: a refusal, and what the purchase needs if none.
-struct Verdict {
+pub(crate) struct Verdict {
     partitions: u32,
     limit: u32,
     needs_ticket: bool,
@@ -82,33 +83,61 @@ struct Verdict {
     refusal: Option<ApiError>,
 }
 
-/// A purchase. Everything the shard can decide alone is decided before any future is
-/// made: a refusal whose body came with its head (as clients send a small body) is
-/// answered at once. Only what waits (a body on its way, Redis) becomes a future.
-pub fn post<'a>(shard: &'a Shard, id: &'a str, req: Request<Incoming>) -> Step<'a> {
-    let user = match authenticate(shard, &req) {
+/// What the shard makes of a purchase from its head alone: address and token aside
+/// (checked before), then the key and the campaign.
+pub(crate) enum Decision<'h> {
+    /// Refused whatever the body says; the rest of the body is waited for this long
+    /// before the answer goes.
+    Refused(ApiError, Duration),
+    /// Refused, unless Redis holds a first answer for the key.
+    Ask {
+        user: Rc<str>,
+        key: &'h str,
+        partitions: u32,
+        refusal: ApiError,
+        body_wait: Duration,
+    },
+    /// Not refused: the body, the ticket, then Redis.
+    Buy {
+        user: Rc<str>,
+        key: Option<&'h str>,
+        verdict: Verdict,
+    },
+}
+
+/// Decides a purchase from its head (`declared`: the body's length, as its head gives
+/// it). Counts toward the user's limits, as every purchase does.
+pub(crate) fn decide<'h>(
+    shard: &Shard,
+    id: &str,
+    headers: &'h (impl Headers + ?Sized),
+    declared: u64,
+) -> Decision<'h> {
+    let user = match authenticate(shard, headers) {
         Ok(user) => user,
-        Err(e) => return refused_before_body(req, e, REFUSED_CLIENT_WAIT),
+        Err(e) => return Decision::Refused(e, REFUSED_CLIENT_WAIT),
     };
-    let idem = match request::idempotency_key(req.headers().get(IDEMPOTENCY_KEY)) {
+    let idem = match request::idempotency_key(headers.value(&IDEMPOTENCY_KEY)) {
         Ok(key) => key,
-        Err(e) => return refused_before_body(req, e, REFUSED_CLIENT_WAIT),
+        Err(e) => return Decision::Refused(e, REFUSED_CLIENT_WAIT),
     };
     // A refusal for the sale's sake waits for the rest of the body as long as a purchase
     // would: the connection is a shopper's, who may buy again on it. Not for a body over
     // the limit, which a purchase would refuse at once.
-    let limit = shard.settings.http.max_body_bytes as u64;
-    let body_wait = if hyper::body::Body::size_hint(req.body()).lower() > limit {
+    let body_wait = if declared > shard.settings.http.max_body_bytes as u64 {
         REFUSED_CLIENT_WAIT
     } else {
         Duration::from_millis(shard.settings.http.header_timeout_ms)
     };
     let Some(verdict) = shard.with_campaign(id, verdict) else {
-        return refused_before_body(req, ApiError::UnknownCampaign, body_wait);
+        return Decision::Refused(ApiError::UnknownCampaign, body_wait);
     };
     let Some(refusal) = verdict.refusal else {
-        let idem = idem.map(str::to_owned);
-        return Step::Waits(buy(shard, id, req, user, idem, verdict).boxed_local());
+        return Decision::Buy {
+            user,
+            key: idem,
+            verdict,
+        };
     };
     // A retry gets its first answer whatever happened since (sold out, paused, ended,
     // its pass run out). A purchase that goes to Redis has it from the script, which
@@ -117,7 +146,59 @@ pub fn post<'a>(shard: &'a Shard, id: &'a str, req: Request<Incoming>) -> Step<'
     // refusal holds whatever the body says: the body is not parsed.
     let partitions = verdict.partitions;
     match key_to_ask(shard, id, partitions, &user, idem) {
-        Some(key) => {
+        Some(key) => Decision::Ask {
+            user,
+            key,
+            partitions,
+            refusal,
+            body_wait,
+        },
+        None => Decision::Refused(refusal, body_wait),
+    }
+}
+
+/// Whether [`decide`] refuses a purchase with these headers whatever the checks before
+/// the campaign's find: the campaign refuses every purchase now, and its key (if any)
+/// can have no first answer waiting in Redis. Reads the shard's state and changes
+/// nothing, so a caller may ask before it commits to an answer of its own.
+pub(crate) fn ends_on_shard(shard: &Shard, id: &str, headers: &(impl Headers + ?Sized)) -> bool {
+    let refuses = shard.with_campaign(id, |v| {
+        let v = verdict(v);
+        v.refusal.is_some().then_some(v.partitions)
+    });
+    let partitions = match refuses {
+        // Unknown: refused.
+        None => return true,
+        Some(None) => return false,
+        Some(Some(partitions)) => partitions,
+    };
+    let Ok(Some(key)) = request::idempotency_key(headers.value(&IDEMPOTENCY_KEY)) else {
+        return true;
+    };
+    // A key's first answers are kept under its user's partition, known here only from a
+    // token verified before.
+    let token = request::bearer_bytes(headers.value(&hyper::header::AUTHORIZATION));
+    let now_ms = crate::clock::coarse_now_ms();
+    let Some(user) = token.and_then(|t| shard.tokens.borrow().user(t, now_ms)) else {
+        return false;
+    };
+    key_to_ask(shard, id, partitions, &user, Some(key)).is_none()
+}
+
+/// A purchase. Everything the shard can decide alone is decided before any future is
+/// made: a refusal whose body came with its head (as clients send a small body) is
+/// answered at once. Only what waits (a body on its way, Redis) becomes a future.
+pub fn post<'a>(shard: &'a Shard, id: &'a str, req: Request<Incoming>) -> Step<'a> {
+    let declared = hyper::body::Body::size_hint(req.body()).lower();
+    match decide(shard, id, req.headers(), declared) {
+        Decision::Refused(e, wait) => refused_before_body(req, e, wait),
+        Decision::Ask {
+            user,
+            key,
+            partitions,
+            refusal,
+            body_wait,
+        } => {
             let key = key.to_owned();
             Step::Waits(
                 async move {
@@ -127,7 +208,10 @@ pub fn post<'a>(shard: &'a Shard, id: &'a str, req: Request<Incoming>) -> Step<'
                 .boxed_local(),
             )
         }
-        None => refused_before_body(req, refusal, body_wait),
+        Decision::Buy { user, key, verdict } => {
+            let idem = key.map(str::to_owned);
+            Step::Waits(buy(shard, id, req, user, idem, verdict).boxed_local())
+        }
     }
 }
 
@@ -167,7 +251,7 @@ async fn buy(
     shard: &Shard,
     id: &str,
     req: Request<Incoming>,
-    user: std::rc::Rc<str>,
+    user: Rc<str>,
     idem: Option<String>,
     verdict: Verdict,
 ) -> Result<Reply, ApiError> {

@@ -129,7 +129,7 @@ fn random_hex(bytes: usize) -> String {
 }
 
 pub async fn join(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
-    let checked = authenticate(shard, &req).and_then(|u| room(shard, id).map(|r| (u, r)));
+    let checked = authenticate(shard, req.headers()).and_then(|u| room(shard, id).map(|r| (u, r)));
     let (user, room) = match checked {
         Ok(v) => v,
         Err(e) => return before_body(req, Err(e), REFUSED_CLIENT_WAIT).await,
@@ -155,7 +155,7 @@ pub async fn join(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
 }
 
 pub async fn look(shard: &Shard, id: &str, req: &Request<Incoming>) -> Result<Reply, ApiError> {
-    let user = authenticate(shard, req)?;
+    let user = authenticate(shard, req.headers())?;
     let room = room(shard, id)?;
     if room.state == State::Ended {
         return Ok(ok(&status("ended")));

@@ -84,12 +84,9 @@ def main():
                    f"node's time (user and system ticks in /proc) puts more of the gap in user "
                    f"time than the profile does, and the profile's largest kernel symbol "
                    f"(`_raw_spin_unlock_irqrestore`) is where samples held while interrupts were "
-                   f"off land. The node's share is spread thin over the larger head hyper parses, "
-                   f"the body taken off hyper's body channel (a waker each way; the refusal does "
-                   f"not parse it, nor make a future), the token lookup, the verdict, the answer "
-                   f"and clock reads, none above 0.1 µs; the second poll of the connection that "
-                   f"the body channel caused for every request with a body is held back "
-                   f"(`dataplane/src/http/wake.rs`). ")
+                   f"off land. A refusal decided from its head is answered by the connection "
+                   f"itself (`dataplane/src/http/quick.rs`), not by hyper: the node's share is the "
+                   f"head's parse, the token lookup, the verdict, the answer and clock reads. ")
         else:
             why = ("The profile (`bench/profile.sh`) did not run: where the gap goes is not "
                    "measured here. ")
@@ -105,8 +102,8 @@ def main():
                                                     "serde_json", "libc")}
             if all(v is not None for v in parts.values()):
                 http_lib = parts["http"] + parts["hyper"] + parts["httparse"]
-                why += (f"; of the {s_ir - t_ir:.0f} more, {http_lib:+.0f} in the HTTP library (the "
-                        f"longer head with a token, a content type and a length, and the body), "
+                why += (f"; of the difference ({s_ir - t_ir:+.0f}), {http_lib:+.0f} in the HTTP "
+                        f"library (hyper, http and httparse: the head's parse, the body, the answer), "
                         f"{parts['seckill_dataplane']:+.0f} in the node's own code (the token, the "
                         f"route, the verdict, the answer), {parts['serde_json']:+.0f} in serde_json "
                         f"and {parts['libc']:+.0f} in the C library (memory, copies)")
@@ -320,6 +317,8 @@ def main():
     print()
     print(BEFORE_BODY_MOVED)
     print()
+    print(QUICK_LANE_MOVED)
+    print()
     print(STOPS)
 
 
@@ -486,6 +485,27 @@ instructions (`bench/node-instructions.sh`, the final build): sold out 19,181 �
 13,245. Measured on the way: dropping the body unread (unsafe for a body not yet all there) \
 gave about what the final change gives; taking the body once but keeping the future gave \
 nothing, as the larger future cost what the JSON had."""
+
+QUICK_LANE_MOVED = """**What moved in the refusals, at last.** What was left between a refusal \
+and `/api/time` was hyper's own work on a purchase's request: a longer head parsed into its \
+header map (a token, a content type, a length), a body channel made, filled and drained, and \
+its encoder. A connection now frames its requests itself (httparse, the parser hyper uses: the \
+head, and the body its `Content-Length` declares) and hands hyper one request at a time; \
+while hyper holds nothing (its last answer written and flushed), a whole purchase that the \
+shard refuses whatever its checks find (the campaign refuses every purchase now, and no first \
+answer can wait in Redis for its key) goes through the same checks in the same order, counted \
+the same, and its answer, as hyper would write it, goes straight to the socket; answers to \
+requests that came together go out in one write. A request the connection cannot frame (a head \
+not all there, a chunked body, an upgrade) leaves the rest of the connection to hyper. The \
+node before (d6dba47) and after, in instructions a request (`BASELINE=<before> \
+bench/node-instructions.sh 2`, 2026-12-06): sold out 17,862 → 10,070, with a key 19,645 → \
+12,808, not started 17,901 → 10,171, rate limited 18,789 → 10,961; `/api/time` 13,296 → \
+14,258 (every head is now parsed twice, once to frame it and once by hyper). Side by side on \
+one Redis (`BASELINE=<before> bench/http-ceiling.sh 1 3 5`, the same day, a machine whose \
+rounds moved by half; medians, requests/s and node CPU a request): sold out 101,670 → 117,776 \
+(9.60 → 8.28 µs), with a key 105,131 → 117,882 (9.36 → 8.26 µs), not started 99,894 → 117,608 \
+(9.69 → 8.33 µs), rate limited 107,071 → 110,858 (9.06 → 8.78 µs); `/api/time` 109,599 and \
+115,599 (8.92 and 8.51 µs), nginx `return 200` 120,758 (7.43 µs)."""
 
 STOPS = """**What the launch's tail is made of.** After the measured launches, three more at \
 the same rate are traced (the simulator's `--trace`: each purchase's planned instant on the \

@@ -483,6 +483,12 @@ fn a_refusal_from_its_head_alone_reads_as_any_answer_and_keeps_its_place_in_line
     };
     assert_eq!(count("sold_out"), Some(8), "{metrics}");
     assert_eq!(count("unauthenticated"), Some(1), "{metrics}");
+    // A target the HTTP layer refuses is refused however whole the request came.
+    let mut odd = connect();
+    let request = purchase(&late, "").replacen("purchase ", "purchase?a=< ", 1);
+    odd.write_all(request.as_bytes()).expect("write");
+    let (status, answer) = read_response(&mut odd);
+    assert_eq!(status, "400", "{answer}");
     let l = common::ledger_holds(&redis, "gone");
     assert!(l.holds(), "{l}");
     assert_eq!((l.held, l.remaining, l.buyers), (1, 0, 1), "{l}");

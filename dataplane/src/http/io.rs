@@ -86,6 +86,9 @@ impl Clock {
     }
 }
 
+/// Requests the quick lane answers in one turn of the connection's task at most.
+const ANSWERS_A_TURN: usize = 16;
+
 /// Bytes read from the socket at a time: a request head fits several times over, and
 /// an idle connection keeps it small.
 const READ_BUFFER: usize = 2048;
@@ -201,10 +204,15 @@ impl AsyncRead for TimedStream {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        let mut answered = 0;
         loop {
             // A client that sends requests without reading the answers is answered no
             // faster than it reads.
-            if this.lane.as_ref().is_some_and(super::quick::Lane::must_send) {
+            if this
+                .lane
+                .as_ref()
+                .is_some_and(super::quick::Lane::must_send)
+            {
                 std::task::ready!(this.poll_lane(cx))?;
             }
             // hyper has nothing in hand: its last answer is written and flushed, and it
@@ -221,6 +229,14 @@ impl AsyncRead for TimedStream {
                             super::quick::Take::Answered(len) => {
                                 Pin::new(this.inner.get_mut()).consume(len);
                                 this.clock.set(Phase::Idle);
+                                // A client that keeps sending gets its turn, then waits
+                                // for the shard's other work, as hyper's loop does.
+                                answered += 1;
+                                if answered == ANSWERS_A_TURN {
+                                    std::task::ready!(this.poll_lane(cx))?;
+                                    cx.waker().wake_by_ref();
+                                    return Poll::Pending;
+                                }
                                 continue;
                             }
                             super::quick::Take::Hand(most) => n = n.min(most),

@@ -75,7 +75,8 @@ pub async fn serve_connection(
         // HTTP/1.1 allows; a client gone altogether is found by the answer's write (a
         // stream's, by its heartbeat). So hyper does not read while a request runs, a
         // read that would find the request still holding the read buffer and make the
-        // connection a new one (8 KiB) for every request.
+        // connection a new one (8 KiB) for every request. The quick lane counts on it:
+        // hyper reads only when it owes no answer, so the lane's come in their turn.
         .half_close(true)
         .max_headers(h.max_headers)
         .max_header_size(h.max_header_bytes)
@@ -206,25 +207,37 @@ pub(crate) fn refuse_at_once(
     peer: IpAddr,
     out: &mut Vec<u8>,
 ) -> bool {
+    // hyper refuses a target that is not a plain origin-form path (a byte its URI does not
+    // take, a fragment), and so must the lane; an odd one goes to hyper.
+    if !request::plain_target(target) {
+        return false;
+    }
     let path = target.split_once('?').map_or(target, |(path, _)| path);
     let Ok(Route::Purchase(id)) = Route::of(&hyper::Method::POST, path) else {
         return false;
     };
-    if !shard.synced() || !routes::purchase::ends_on_shard(shard, id, headers) {
+    if !shard.synced() {
         return false;
     }
+    let Some(ahead) = routes::purchase::ends_on_shard(shard, id, headers) else {
+        return false;
+    };
     let request_id = request_id(shard, headers);
     let refused = crate::logs::within(&request_id, || {
         let start = Instant::now();
         let (ip, checked) = admit_ip(shard, headers, peer, start);
-        let refused = checked.err().unwrap_or_else(|| {
-            match routes::purchase::decide(shard, id, headers, body_len as u64) {
-                routes::purchase::Decision::Refused(e, _) => e,
-                // Not reached: `ends_on_shard` said it would be refused.
-                _ => ApiError::Unavailable,
+        // Refused at the address: not routed, as `answer` counts it.
+        let (endpoint, refused) = match checked {
+            Err(e) => (Endpoint::Other, e),
+            Ok(()) => {
+                match routes::purchase::decide(shard, id, headers, body_len as u64, Some(ahead)) {
+                    routes::purchase::Decision::Refused(e, _) => (Endpoint::Purchase, e),
+                    // Not reached: with the campaign's part taken ahead, `decide` refuses.
+                    _ => (Endpoint::Purchase, ApiError::Unavailable),
+                }
             }
-        });
-        shard.answered(Endpoint::Purchase, refused.outcome(), start.elapsed());
+        };
+        shard.answered(endpoint, refused.outcome(), start.elapsed());
         count_refusal(shard, ip, &refused);
         refused
     });

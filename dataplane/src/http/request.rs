@@ -158,6 +158,45 @@ impl Headers for HeaderMap {
     }
 }
 
+/// Whether a request target is a plain origin-form path and query: a `/` first, then
+/// only RFC 3986's unreserved and sub-delimiter characters, `:`, `@`, `/`, `?` and
+/// `%`. Every such target is one hyper's URI takes as it is.
+pub fn plain_target(target: &str) -> bool {
+    const PLAIN: [bool; 256] = {
+        let mut t = [false; 256];
+        let mut b = 0;
+        while b < 256 {
+            let c = b as u8;
+            t[b] = c.is_ascii_alphanumeric()
+                || matches!(
+                    c,
+                    b'-' | b'.'
+                        | b'_'
+                        | b'~'
+                        | b'!'
+                        | b'$'
+                        | b'&'
+                        | b'\''
+                        | b'('
+                        | b')'
+                        | b'*'
+                        | b'+'
+                        | b','
+                        | b';'
+                        | b'='
+                        | b':'
+                        | b'@'
+                        | b'/'
+                        | b'?'
+                        | b'%'
+                );
+            b += 1;
+        }
+        t
+    };
+    target.starts_with('/') && target.bytes().all(|b| PLAIN[usize::from(b)])
+}
+
 /// An `Idempotency-Key`: 1-64 characters of letters, digits and `_ - . :`.
 pub fn idempotency_key(value: Option<&[u8]>) -> Result<Option<&str>, ApiError> {
     let Some(b) = value else {
@@ -255,6 +294,10 @@ mod tests {
         assert!(idempotency_key(Some(b"has space")).is_err());
         assert!(idempotency_key(Some(&[0xff])).is_err());
         assert!(idempotency_key(Some(&[b'k'; 65])).is_err());
+        assert!(plain_target("/api/campaigns/c-1/purchase?a=b&c=%20"));
+        for odd in ["api/x", "/a#b", "/a?b=<", "/a`", "/ü", "/a b", "*", ""] {
+            assert!(!plain_target(odd), "{odd}");
+        }
         assert_eq!(bearer(Some(b"Bearer abc ")), Ok("abc"));
         assert!(bearer(Some(b"Basic abc")).is_err());
         assert_eq!(bearer_bytes(Some(b"Bearer abc ")), Some(&b"abc"[..]));

@@ -105,13 +105,20 @@ pub(crate) enum Decision<'h> {
     },
 }
 
+/// The campaign's part of a purchase's decision, taken ahead of the rest by
+/// [`ends_on_shard`]: the campaign's verdict, a refusal (none for an unknown campaign),
+/// with no first answer to look up for the purchase's key.
+pub(crate) struct Refusing(Option<Verdict>);
+
 /// Decides a purchase from its head (`declared`: the body's length, as its head gives
-/// it). Counts toward the user's limits, as every purchase does.
+/// it), the campaign's part as `ahead` took it if given. Counts toward the user's limits,
+/// as every purchase does. Given `ahead`, the purchase is refused whatever else it finds.
 pub(crate) fn decide<'h>(
     shard: &Shard,
     id: &str,
     headers: &'h (impl Headers + ?Sized),
     declared: u64,
+    ahead: Option<Refusing>,
 ) -> Decision<'h> {
     let user = match authenticate(shard, headers) {
         Ok(user) => user,
@@ -129,7 +136,11 @@ pub(crate) fn decide<'h>(
     } else {
         Duration::from_millis(shard.settings.http.header_timeout_ms)
     };
-    let Some(verdict) = shard.with_campaign(id, verdict) else {
+    let (verdict, settled) = match ahead {
+        Some(Refusing(verdict)) => (verdict, true),
+        None => (shard.with_campaign(id, verdict), false),
+    };
+    let Some(verdict) = verdict else {
         return Decision::Refused(ApiError::UnknownCampaign, body_wait);
     };
     let Some(refusal) = verdict.refusal else {
@@ -145,7 +156,12 @@ pub(crate) fn decide<'h>(
     // to the shard and the shard's copy of its first answers shows there is none. The
     // refusal holds whatever the body says: the body is not parsed.
     let partitions = verdict.partitions;
-    match key_to_ask(shard, id, partitions, &user, idem) {
+    let ask = if settled {
+        None
+    } else {
+        key_to_ask(shard, id, partitions, &user, idem)
+    };
+    match ask {
         Some(key) => Decision::Ask {
             user,
             key,
@@ -157,32 +173,32 @@ pub(crate) fn decide<'h>(
     }
 }
 
-/// Whether [`decide`] refuses a purchase with these headers whatever the checks before
-/// the campaign's find: the campaign refuses every purchase now, and its key (if any)
-/// can have no first answer waiting in Redis. Reads the shard's state and changes
-/// nothing, so a caller may ask before it commits to an answer of its own.
-pub(crate) fn ends_on_shard(shard: &Shard, id: &str, headers: &(impl Headers + ?Sized)) -> bool {
-    let refuses = shard.with_campaign(id, |v| {
-        let v = verdict(v);
-        v.refusal.is_some().then_some(v.partitions)
-    });
-    let partitions = match refuses {
-        // Unknown: refused.
-        None => return true,
-        Some(None) => return false,
-        Some(Some(partitions)) => partitions,
+/// The campaign's part of the decision, when [`decide`] refuses a purchase with these
+/// headers whatever the checks before the campaign's find: the campaign refuses every
+/// purchase now (or is unknown), and the key (if any) can have no first answer waiting
+/// in Redis. Reads the shard's state and changes nothing, so a caller may ask before it
+/// commits to an answer of its own; handed to [`decide`], what it found stands, read
+/// once whatever the clocks do meanwhile.
+pub(crate) fn ends_on_shard(
+    shard: &Shard,
+    id: &str,
+    headers: &(impl Headers + ?Sized),
+) -> Option<Refusing> {
+    let Some(verdict) = shard.with_campaign(id, verdict) else {
+        return Some(Refusing(None));
     };
+    verdict.refusal.as_ref()?;
     let Ok(Some(key)) = request::idempotency_key(headers.value(&IDEMPOTENCY_KEY)) else {
-        return true;
+        return Some(Refusing(Some(verdict)));
     };
     // A key's first answers are kept under its user's partition, known here only from a
     // token verified before.
     let token = request::bearer_bytes(headers.value(&hyper::header::AUTHORIZATION));
     let now_ms = crate::clock::coarse_now_ms();
-    let Some(user) = token.and_then(|t| shard.tokens.borrow().user(t, now_ms)) else {
-        return false;
-    };
-    key_to_ask(shard, id, partitions, &user, Some(key)).is_none()
+    let user = token.and_then(|t| shard.tokens.borrow().user(t, now_ms))?;
+    key_to_ask(shard, id, verdict.partitions, &user, Some(key))
+        .is_none()
+        .then_some(Refusing(Some(verdict)))
 }
 
 /// A purchase. Everything the shard can decide alone is decided before any future is
@@ -190,7 +206,7 @@ pub(crate) fn ends_on_shard(shard: &Shard, id: &str, headers: &(impl Headers + ?
 /// answered at once. Only what waits (a body on its way, Redis) becomes a future.
 pub fn post<'a>(shard: &'a Shard, id: &'a str, req: Request<Incoming>) -> Step<'a> {
     let declared = hyper::body::Body::size_hint(req.body()).lower();
-    match decide(shard, id, req.headers(), declared) {
+    match decide(shard, id, req.headers(), declared, None) {
         Decision::Refused(e, wait) => refused_before_body(req, e, wait),
         Decision::Ask {
             user,

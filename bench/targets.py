@@ -497,11 +497,11 @@ answer can wait in Redis for its key) goes through the same checks in the same o
 the same, and its answer, as hyper would write it, goes straight to the socket; answers to \
 requests that came together go out in one write. A request the connection cannot frame (a head \
 not all there, a chunked body, an upgrade) leaves the rest of the connection to hyper. The \
-node before (d6dba47) and after, in instructions a request (`BASELINE=<before> \
-bench/node-instructions.sh 2`, 2026-12-06): sold out 17,862 → 10,070, with a key 19,645 → \
-12,808, not started 17,901 → 10,171, rate limited 18,789 → 10,961; `/api/time` 13,296 → \
-14,258 (every head is now parsed twice, once to frame it and once by hyper). Side by side on \
-one Redis (`BASELINE=<before> bench/http-ceiling.sh 1 3 5`, the same day, a machine whose \
+node before (d6dba47) and after (568847e), in instructions a request (`BASELINE=<before> \
+bench/node-instructions.sh 2`, 2026-12-06): sold out 17,919 → 9,757, with a key 19,614 → \
+11,450, not started 17,832 → 9,690, rate limited 18,805 → 10,800; `/api/time` 13,324 → \
+14,187 (every head is now parsed twice, once to frame it and once by hyper). Side by side on \
+one Redis (`BASELINE=<before> bench/http-ceiling.sh 1 3 5`, the same day, at d97a0ad, a machine whose \
 rounds moved by half; medians, requests/s and node CPU a request): sold out 101,670 → 117,776 \
 (9.60 → 8.28 µs), with a key 105,131 → 117,882 (9.36 → 8.26 µs), not started 99,894 → 117,608 \
 (9.69 → 8.33 µs), rate limited 107,071 → 110,858 (9.06 → 8.78 µs); `/api/time` 109,599 and \

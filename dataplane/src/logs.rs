@@ -55,10 +55,7 @@ impl<F: Future> Future for InRequest<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let polled = {
-            let _scope = Scope::enter(this.id);
-            this.fut.poll(cx)
-        };
+        let polled = within(this.id, || this.fut.poll(cx));
         polled.map(|out| (out, std::mem::take(this.id)))
     }
 }

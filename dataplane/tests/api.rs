@@ -386,16 +386,24 @@ fn header_lines(head: &str) -> Vec<String> {
     lines
 }
 
-#[test]
-fn a_refusal_from_its_head_alone_reads_as_any_answer_and_keeps_its_place_in_line() {
-    let redis = Redis::start();
-    let node = Node::start_with(&redis, 1, "[http]\nheader_timeout_ms = 2000\n");
-    open_sale(&redis, &node, spec("gone", 1, 1, 1));
+/// A node whose one-unit sale `gone` went to `first` (with the key `mine`), and whose
+/// shard has heard from the script that it is sold out (refusing `late`); the two
+/// users' tokens.
+fn sold_out_sale(redis: &Redis) -> (Node, String, String) {
+    let node = Node::start_with(redis, 1, "[http]\nheader_timeout_ms = 2000\n");
+    open_sale(redis, &node, spec("gone", 1, 1, 1));
     let c = node.client();
     let first = c.token("first");
     assert_eq!(c.purchase("gone", &first, Some("mine")).0, 200);
     let late = c.token("late");
     assert_eq!(c.purchase("gone", &late, None).1["error"], "sold_out");
+    (node, first, late)
+}
+
+#[test]
+fn a_refusal_from_its_head_alone_reads_as_any_answer_and_keeps_its_place_in_line() {
+    let redis = Redis::start();
+    let (node, first, late) = sold_out_sale(&redis);
     let purchase = |token: &str, extra: &str| {
         format!(
             "POST /api/campaigns/gone/purchase HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
@@ -554,13 +562,7 @@ fn a_body_sent_in_pieces_or_chunks_is_read_whole_and_the_connection_serves_on() 
 #[test]
 fn a_refusal_decided_before_its_body_is_answered_whether_the_body_came_or_comes_later() {
     let redis = Redis::start();
-    let node = Node::start_with(&redis, 1, "[http]\nheader_timeout_ms = 2000\n");
-    open_sale(&redis, &node, spec("gone", 1, 1, 1));
-    let c = node.client();
-    assert_eq!(c.purchase("gone", &c.token("first"), None).0, 200);
-    // The script's answer tells the shard the sale is sold out.
-    let late = c.token("late");
-    assert_eq!(c.purchase("gone", &late, None).1["error"], "sold_out");
+    let (node, _, late) = sold_out_sale(&redis);
     let mut s = TcpStream::connect(("127.0.0.1", node.port)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");

@@ -409,6 +409,13 @@ fn reconcile(
                 r.holds_released,
                 r.index_entries_removed
             );
+            if !r.holds_waiting.is_empty() {
+                let parts: Vec<String> = r.holds_waiting.iter().map(u32::to_string).collect();
+                println!(
+                    "overdue holds of partition(s) {} still wait for a shard's lease to end: run the repair again",
+                    parts.join(", ")
+                );
+            }
         }
         println!("{report}");
     }

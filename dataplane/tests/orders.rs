@@ -400,6 +400,91 @@ fn base64_url(s: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s)
 }
 
+/// A partition lent to a shard releases no hold until the lease is over. The repair
+/// waits a lease out rather than report nothing released, and names the partitions whose
+/// holds still wait when a lease outlasts its patience.
+#[test]
+fn repair_waits_out_a_lease_before_it_releases_overdue_holds() {
+    let redis = Redis::start();
+    let mut node = Node::start(&redis, 1);
+    let mut s = spec("lent", 6, 2, 1);
+    s.hold_ttl_s = 2;
+    open_sale(&redis, &node, s);
+    let c = node.client();
+    let held = crowd(&node, "lent", 0..6, 2);
+    assert_eq!(held.len(), 6, "the sale sells out");
+    let pay_by = held
+        .iter()
+        .map(|(token, id)| order(&c, id, token)["pay_by_ms"].as_i64().expect("pay_by"))
+        .max()
+        .expect("orders");
+    let r = reconciled(&redis, "lent", &[node.db()]);
+    assert!(r.holds() && r.ledger.held == 6, "{r}");
+    // No worker of the node releases them now.
+    node.kill();
+    while seckill_dataplane::now_ms() < pay_by + 100 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Each partition lent as a sold-out shard takes one: the first for 7 s, longer than
+    // the repair waits (three turns of at most 2 s), the second for 2.5 s.
+    let mut con = redis.con();
+    for (p, ms) in [(0, 7_000), (1, 2_500)] {
+        let k = PartitionKeys::new("lent", p);
+        let lent: Vec<redis::Value> = scripts::LEASE
+            .key(k.part())
+            .key(k.once())
+            .arg(ms)
+            .arg("")
+            .arg(100)
+            .invoke(&mut con)
+            .expect("lease");
+        assert_eq!(
+            lent.first(),
+            Some(&redis::Value::Int(1)),
+            "partition {p} lent"
+        );
+    }
+    let repair = || {
+        Command::new(env!("CARGO_BIN_EXE_seckill-dataplane"))
+            .args([
+                "reconcile",
+                "lent",
+                "--repair",
+                "--redis",
+                &redis.url(),
+                "--db",
+            ])
+            .arg(node.db())
+            .output()
+            .expect("reconcile")
+    };
+    let o = repair();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "partition 0's holds are still overdue: {out}"
+    );
+    assert!(out.contains("3 holds released"), "{out}");
+    assert!(
+        out.contains("overdue holds of partition(s) 0 still wait for a shard's lease to end"),
+        "{out}"
+    );
+    let o = repair();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("3 holds released"), "{out}");
+    assert!(!out.contains("still wait"), "{out}");
+    let r =
+        seckill_dataplane::reconcile::reconcile(&mut con, "lent", &[node.db()]).expect("reconcile");
+    assert!(r.holds(), "{r}");
+    assert_eq!(
+        (r.ledger.remaining, r.ledger.held, r.ledger.sold),
+        (6, 0, 0),
+        "{r}"
+    );
+}
+
 #[test]
 fn reconciliation_finds_planted_faults_and_repairs_only_what_it_may() {
     let redis = Redis::start();

@@ -5,6 +5,7 @@ use redis::Commands;
 use seckill_core::connection::Connection;
 use serde::Serialize;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::{Event, Kind, OrderDb};
 use seckill_core::control::{self};
@@ -21,7 +22,17 @@ pub struct Repaired {
     pub orders_replayed: usize,
     pub holds_released: i64,
     pub index_entries_removed: usize,
+    /// Partitions whose overdue holds still wait for a shard's lease to end.
+    pub holds_waiting: Vec<u32>,
 }
+
+/// Orders `release.lua` releases in one call.
+const RELEASE_BATCH: i64 = 10_000;
+
+/// How many leases `repair` waits out for one partition before it reports its holds as
+/// still waiting: a shard renews no lease once a release asked for it to end, so one is
+/// enough unless a shard takes the partition again in between.
+const LEASE_WAITS: u32 = 3;
 
 /// Replays into `store` the orders the stores lack or hold at an older status, and
 /// releases overdue and orphaned holds. Sales are never created or removed.
@@ -89,16 +100,11 @@ pub fn repair(
         done.orders_replayed = events.len();
     }
     for p in 0..c.spec.partitions {
-        let k = PartitionKeys::new(id, p);
-        let n: i64 = scripts::RELEASE
-            .key(k.part())
-            .key(k.holds())
-            .key(k.buyers())
-            .key(k.events())
-            .arg(k.order_prefix())
-            .arg(10_000)
-            .invoke(con)?;
+        let (n, waiting) = release_overdue(con, &PartitionKeys::new(id, p))?;
         done.holds_released += n;
+        if waiting {
+            done.holds_waiting.push(p);
+        }
     }
     if done.holds_released > 0 {
         // Best effort: the shards' next poll reads the stock all the same.
@@ -111,4 +117,41 @@ pub fn repair(
         }
     }
     Ok(done)
+}
+
+/// Releases a partition's overdue holds; returns how many, and whether some still wait.
+/// A partition lent to a shard releases none until the lease is over (`release.lua`
+/// then asks for it to end and marks the partition `returning`), so this waits for the
+/// lease to end, a second at most, rather than report nothing released.
+fn release_overdue(con: &mut Connection, k: &PartitionKeys) -> Result<(i64, bool), ReconcileError> {
+    let (mut released, mut waits) = (0, 0);
+    loop {
+        let n: i64 = scripts::RELEASE
+            .key(k.part())
+            .key(k.holds())
+            .key(k.buyers())
+            .key(k.events())
+            .arg(k.order_prefix())
+            .arg(RELEASE_BATCH)
+            .invoke(con)?;
+        released += n;
+        if n >= RELEASE_BATCH {
+            continue;
+        }
+        let (lease_ms, returning): (Option<i64>, Option<String>) = redis::cmd("HMGET")
+            .arg(k.part())
+            .arg("lease_ms")
+            .arg("returning")
+            .query(con)?;
+        if returning.as_deref() != Some("1") {
+            return Ok((released, false));
+        }
+        if waits == LEASE_WAITS {
+            return Ok((released, true));
+        }
+        waits += 1;
+        let now = protocol::read_time(&protocol::time().query(con)?).unwrap_or(0);
+        let left = (lease_ms.unwrap_or(0) - now).clamp(0, 2_000) as u64;
+        std::thread::sleep(Duration::from_millis(left + 10));
+    }
 }

@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
-"""The stops of the machine's cores during launches, and the slow purchases beside them.
+"""The stops of the machine's cores during launches, what held them, and the slow purchases
+beside them.
 
 Each core takes a timer sample every millisecond whatever it runs, its idle task included
 (`perf record -e cpu-clock/period=1000000/`), with `sched:sched_switch` beside it to know
-which thread it holds. A core that recorded nothing, no sample and no switch, for 5 ms or
-more, with no records lost or throttled then, is taken to have stopped: its virtual CPU
-was not running. (The other explanation, the guest's kernel holding its timer interrupt
-off that long, would be a stop of the same kind.) Such a stop shows nowhere else: the
-guest counts it as the thread's run time, or as idle time, and this machine reports no
-steal time. A stop while the core idled counts too: a thread woken then waits it out.
+which thread it holds. A core that took no timer sample for 5 ms or more, with no records
+lost or throttled then, is taken to have stopped: its virtual CPU was not running, or its
+kernel held the timer off. Switches may still show in a stop (the scheduler's tick came
+and went), so they do not end one. Such a stop shows nowhere else: the guest counts it as
+the thread's run time, or as idle time. A stop while the core idled counts too: a thread
+woken then waits it out.
+
+What a core held when it stopped names where the time went: the first thread other than
+the launch's own (the node, Redis, the simulator) and the idle task among the one it held
+as the stop began and those it switched to during it, else the one it held. A thread of
+the launch means its virtual CPU stopped under it; another program's thread means that
+program held the core, its time out of the recording's sight.
 
 Each launch's purchases come from the simulator's `--trace` (the instant each latency is
 measured from, on the monotonic clock, and the latency), lined up with the stops (`perf
@@ -29,7 +36,7 @@ import os
 import re
 import sys
 
-STOP_S = 0.005   # a core silent this long, idle or not, had stopped
+STOP_S = 0.005   # a core without a timer sample this long, idle or not, had stopped
 SLOW_MS = 10.0   # the target's p99
 
 # The launch's own threads (and the bench's), the idle task, the recording and the
@@ -37,6 +44,8 @@ SLOW_MS = 10.0   # the target's p99
 OURS = re.compile(r"^(seckill|redis-server|bio_|io_thd_|tokio-runtime-w|iou-wrk|perf|python3|sleep|bash|awk|"
                   r"taskset|swapper|ksoftirqd|kworker|rcu_|migration|kdamond|cpuhp|idle_inject|"
                   r"watchdog|jbd2|kswapd|kcompactd|khugepaged|irq/)")
+# The launch's own threads and the idle task: a stop under one of them is its virtual CPU's.
+LAUNCH = re.compile(r"^(seckill|redis-server|bio_|io_thd_|iou-wrk|swapper)")
 
 
 def dropped(path):
@@ -60,12 +69,14 @@ def dropped(path):
 
 
 def stops(path, spans, lost):
-    """(core, start, end, idle) of every stop in a recording, and (core, name, start, end)
-    of every turn of a thread other than the launch's own and the kernel's; None when the
-    recording holds nothing."""
+    """(core, start, end, idle, holder) of every stop in a recording, and (core, name,
+    start, end) of every turn of a thread other than the launch's own and the kernel's;
+    None when the recording holds nothing. A holder is (thread name, thread id)."""
     line_re = re.compile(r"^\s*(\d+)\s+\[(\d+)\]\s+([0-9.]+):\s+(\S+):(.*)$")
     switch_re = re.compile(r"prev_comm=(.*?) prev_pid=.* next_comm=(.*?) next_pid=(\d+)")
-    last, held, since, found, others, seen = {}, {}, {}, [], [], False
+    sampled, held, since, found, others, seen = {}, {}, {}, [], [], False
+    # Per core: the thread it held at its last sample, and those it switched to since.
+    at_sample, switched = {}, {}
 
     def recorded(cpu, a, b):
         return (not any(x <= b and a <= y for x, y in spans.get(cpu, []))
@@ -78,18 +89,39 @@ def stops(path, spans, lost):
                 continue
             seen = True
             cpu, t, event, rest = int(m.group(2)), float(m.group(3)), m.group(4), m.group(5)
-            before = last.get(cpu)
-            if before is not None and t - before >= STOP_S and recorded(cpu, before, t):
-                found.append((cpu, before, t, held.get(cpu) == 0))
-            last[cpu] = t
-            if event == "sched:sched_switch":
+            if event.startswith("cpu-clock"):
+                before = sampled.get(cpu)
+                if before is not None and t - before >= STOP_S and recorded(cpu, before, t):
+                    first = at_sample.get(cpu, ("?", -1))
+                    holders = [first] + switched.get(cpu, [])
+                    holder = next((h for h in holders if not LAUNCH.match(h[0])), first)
+                    found.append((cpu, before, t, first[1] == 0, holder))
+                sampled[cpu] = t
+                at_sample[cpu], switched[cpu] = held.get(cpu, ("?", -1)), []
+            elif event == "sched:sched_switch":
                 sw = switch_re.search(rest)
                 if sw:
                     prev = sw.group(1)
                     if cpu in since and not OURS.match(prev):
                         others.append((cpu, prev, since[cpu], t))
-                    held[cpu], since[cpu] = int(sw.group(3)), t
+                    held[cpu], since[cpu] = (sw.group(2), int(sw.group(3))), t
+                    switched.setdefault(cpu, []).append(held[cpu])
     return (found, others) if seen else None
+
+
+def described(holder):
+    """A thread by name, and for one outside the launch its process and niceness, read
+    from /proc while it still runs."""
+    name, tid = holder
+    if LAUNCH.match(name) or tid <= 0:
+        return "the idle task" if tid == 0 else name
+    try:
+        status = dict(l.split(":", 1) for l in open(f"/proc/{tid}/status") if ":" in l)
+        pid = int(status["Tgid"])
+        nice = open(f"/proc/{tid}/stat").read().rsplit(")", 1)[1].split()[16]
+        return f"{name} (thread {tid} of {open(f'/proc/{pid}/comm').read().strip()}, pid {pid}, nice {nice})"
+    except (OSError, KeyError, ValueError, IndexError):
+        return f"{name} (thread {tid})"
 
 
 def purchases(path):
@@ -108,7 +140,7 @@ def main(args):
     if len(args) < 3 or len(args) % 3:
         sys.exit(__doc__)
     total = slow = during = all_during = lost_records = idle = 0
-    cores, ran, per_launch = {}, {}, []
+    cores, ran, per_launch, holders = {}, {}, [], {}
     for i in range(0, len(args), 3):
         spans, lost = dropped(args[i + 1]) if os.path.exists(args[i + 1]) else ({}, [])
         lost_records += len(lost)
@@ -126,24 +158,33 @@ def main(args):
                 ran[(cpu, name)] = (n + 1, ms + (b - a) * 1000, max(longest, (b - a) * 1000))
 
         def stopped(at, ms):
-            return any(a <= at + ms / 1000 and at <= b for _, a, b, _ in found)
+            return any(a <= at + ms / 1000 and at <= b for _, a, b, _, _ in found)
 
         hit = [stopped(at, ms) for at, ms in bought]
         total += len(bought)
         slow += sum(1 for at, ms in bought if ms > SLOW_MS)
         during += sum(1 for (at, ms), h in zip(bought, hit) if h and ms > SLOW_MS)
         all_during += sum(hit)
-        for cpu, a, b, was_idle in found:
+        for cpu, a, b, was_idle, holder in found:
             n, ms, longest = cores.get(cpu, (0, 0.0, 0.0))
             cores[cpu] = (n + 1, ms + (b - a) * 1000, max(longest, (b - a) * 1000))
             idle += was_idle
-        per_launch.append(f"{len(found)} ({sum(b - a for _, a, b, _ in found) * 1000:.0f} ms)")
-    print("the cores' stops (no timer sample or switch for 5 ms or more, none lost: taken as the "
-          "virtual CPU not running), launch by launch: "
+            slow_in = sum(1 for at, ms in bought if ms > SLOW_MS and a <= at + ms / 1000 and at <= b)
+            n, ms, longest, hits = holders.get(holder, (0, 0.0, 0.0, 0))
+            holders[holder] = (n + 1, ms + (b - a) * 1000, max(longest, (b - a) * 1000), hits + slow_in)
+        per_launch.append(f"{len(found)} ({sum(b - a for _, a, b, _, _ in found) * 1000:.0f} ms)")
+    print("the cores' stops (no timer sample for 5 ms or more, none lost: taken as the "
+          "virtual CPU not running or its timer held off), launch by launch: "
           + " ".join(per_launch) + "; by core: "
           + (", ".join(f"core {c}: {plural(n, 'stop')}, {ms:.0f} ms in all, the longest {longest:.1f} ms"
                        for c, (n, ms, longest) in sorted(cores.items())) or "none")
           + f"; {idle} of them while the core idled; records the recording lost: {lost_records}")
+    print("what the cores held when they stopped (the first thread not the launch's, else the one "
+          "held; its stops, their time, the longest, slow purchases in flight): "
+          + ("; ".join(f"{described(h)}: {plural(n, 'stop')}, {ms:.0f} ms, the longest {longest:.1f} ms, "
+                       f"{hits} slow"
+                       for h, (n, ms, longest, hits) in sorted(holders.items(), key=lambda x: -x[1][1])[:4])
+             or "nothing"))
     by_core = {}
     for (cpu, name), (n, ms, longest) in ran.items():
         by_core.setdefault(cpu, []).append((ms, longest, name))

@@ -182,6 +182,7 @@ def main():
                             r"(\d+) of them while the core idled; records the recording lost: (\d+)$",
                             text, re.M)
         others = re.search(r"^other threads on the cores while the launches ran \(.*?\): (.*)$", text, re.M)
+        holders = re.search(r"^what the cores held when they stopped \(.*?\): (.*)$", text, re.M)
         recorded = re.search(r"^under a light recording of the cores, (\d+) launches more at this rate: "
                              r"purchase p99 ([0-9. ]+) ms, p99\.9 ([0-9. ]+) ms$", text, re.M)
         slow = re.search(r"^purchases slower than 10 ms: .*\(([0-9.]+)%\); in flight during a stop: "
@@ -198,6 +199,7 @@ def main():
                 "stops": stopped and (stopped.group(1), stopped.group(2), int(stopped.group(3))),
                 "recorded": recorded and (recorded.group(2), recorded.group(3), int(recorded.group(1))),
                 "others": others and others.group(1), "recorder": recorder,
+                "holders": holders and holders.group(1),
                 "slow": slow and (float(slow.group(1)), int(slow.group(2)), float(slow.group(3)),
                                   float(slow.group(4)))}
 
@@ -228,9 +230,9 @@ def main():
                     + "), their purchases traced: p99 "
                     + "; ".join(f"{how}, {l['recorded'][0].strip()} ms (p99.9 {l['recorded'][1].strip()})"
                                 for how, l in watched)
-                    + ". Core by core (`bench/stalls.py`), the cores stopped: no sample or switch "
+                    + ". Core by core (`bench/stalls.py`), the cores stopped: no timer sample "
                     "for 5 ms or more, idle or not, and no record lost, taken as the virtual CPU not "
-                    "running: "
+                    "running or its timer held off: "
                     + "; ".join(f"{how}, launch by launch {l['stops'][0]}; {l['stops'][1]}; "
                                 f"{l['stops'][2]} of them while the core idled"
                                 for how, l in watched)
@@ -240,6 +242,12 @@ def main():
                                 f"{l['slow'][0]:.2f}% of all purchases, those not in flight during "
                                 f"a stop {l['slow'][3]:.2f}%)" for how, l in watched)
                     + ". ")
+            held = [(how, l["holders"]) for how, l in watched if l["holders"] and l["holders"] != "nothing"]
+            if held:
+                why += ("What the cores held when they stopped (the first thread not the launch's "
+                        "among those the core held and switched to during the stop; with its stops, "
+                        "their time, the longest, and the slow purchases in flight): "
+                        + "; ".join(f"{how}, {h}" for how, h in held) + ". ")
             ran = [(how, l["others"]) for how, l in watched if l["others"] and l["others"] != "none"]
             if ran:
                 why += ("Other threads ran on the cores meanwhile: "

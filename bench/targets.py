@@ -328,6 +328,8 @@ def main():
     print(QUICK_LANE_MOVED)
     print()
     print(STOPS)
+    print()
+    print(HOLDERS)
 
 
 # What the launch's off-CPU evidence showed before the change it led to, and after: the
@@ -547,6 +549,26 @@ launches each at 17,600/s, alternating: p99 14.6 15.6 48.8 17.1 ms against 14.4 
 at nice 0), and one load thread instead of two on the simulator's one core (three each: p99 \
 10.6 10.0 35.3 ms against 47.2 17.2 30.8, but one thread reuses its connections across the \
 whole crowd and opens 6,600 a launch against 26,000: a lighter load, not the same launch)."""
+
+HOLDERS = """**What holds a core when it stops.** A stop is now a gap in a core's timer samples \
+alone: the scheduler's tick may still switch threads during one, so a core that kept switching \
+every 4 ms and took no sample for 27 ms counted as running before. Each stop names what the core \
+held: the first thread other than the launch's own among the one it held as the stop began and \
+those it switched to. On 2026-12-06's machine (an AMD EPYC) that was, nearly every time, the \
+machine's own agent: thread 103 (`tokio-rt-worker`) of `process_api`, the virtual machine's \
+init (pid 1), at nice -10, ahead of everything in the launch. In one pinned launch at 24,000/s \
+recorded with every switch and wake-up, the shard switched to it and the core took no sample \
+until it switched back, 10-27 ms later, about once a second (the kernel's `ksoftirqd/1` and \
+`rcu_preempt` taking their turns in between, every 4 ms); three of that launch's five worst \
+clusters of slow purchases (the worst of each 18-42 ms late, every purchase in flight delayed \
+alike) lay on such a stop, and the other two on no other thread's turn. The agent's own CPU, from /proc: 50 ms \
+in 10 s with the machine at rest, 190 ms over the 25 s of one launch's run. Two ways past it \
+were tried, pinned, five launches a series: the node at real-time priority (`chrt -f 1`, at \
+24,000/s) made it worse (p99 22, 42, 44, 66 and 100 ms: the shard then holds the core from the \
+kernel's own threads that carry its network work); spinning 200 µs before parking, against \
+not (at 19,200/s, two series each, alternating), moved nothing beyond the noise (p99 15.8 32.8 9.6 7.3 31.2 and 16.2 10.5 22.6 \
+12.6 113.9 ms, against 14.8 7.3 14.3 44.5 91.3 and 12.2 9.8 9.7 7.7 155.3)."""
+
 
 if __name__ == "__main__":
     main()

@@ -3,6 +3,7 @@
 //! when the user's partition is lent to the shard and holds no first answer for the key.
 
 use futures::future::join_all;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::time::{Duration, Instant};
@@ -22,6 +23,12 @@ pub const RENEW_EVERY: Duration = Duration::from_millis(250);
 /// shard's monotonic one, counted from before it asked).
 const MARGIN: Duration = Duration::from_millis(400);
 
+/// Rounds of renewal (10 s) a campaign's leases outlast the last keyed refusal of it that
+/// looked at them: then the shard stops asking, its leases lapse, and a sold-out sale
+/// nobody buys from any more costs Redis no lease calls. The next keyed refusal asks
+/// Redis, and the shard asks for the leases again at its next round.
+const QUIET_ROUNDS: u32 = 40;
+
 /// One lent partition: until when it is trusted, the order sequence its copy was made
 /// at, and the copy: the fingerprints of its fields, sorted.
 struct Lent {
@@ -30,11 +37,20 @@ struct Lent {
     answers: Vec<u64>,
 }
 
-/// The campaigns whose partitions the shard holds, each partition lent or not, and the
-/// key of the copies' fingerprints.
+/// One campaign's partitions, each lent or not; whether a keyed refusal looked at them
+/// since the last round of renewal, and how many rounds in a row none did.
+#[derive(Default)]
+struct Held {
+    parts: Vec<Option<Lent>>,
+    asked: Cell<bool>,
+    quiet: u32,
+}
+
+/// The campaigns whose partitions the shard holds, and the key of the copies'
+/// fingerprints.
 #[derive(Default)]
 pub struct Leases {
-    campaigns: HashMap<String, Vec<Option<Lent>>, foldhash::fast::RandomState>,
+    campaigns: HashMap<String, Held, foldhash::fast::RandomState>,
     fingerprints: foldhash::quality::RandomState,
 }
 
@@ -48,10 +64,11 @@ impl Leases {
         user: &str,
         key: &str,
     ) -> bool {
-        let Some(parts) = self.campaigns.get(campaign) else {
+        let Some(held) = self.campaigns.get(campaign) else {
             return true;
         };
-        match parts.get(partition_of(user, partitions) as usize) {
+        held.asked.set(true);
+        match held.parts.get(partition_of(user, partitions) as usize) {
             Some(Some(lent)) if Instant::now() < lent.until => {
                 // `PartitionKeys::first_answer_field`, laid out here.
                 let pieces = [b"i:".as_slice(), user.as_bytes(), b":", key.as_bytes()];
@@ -77,11 +94,25 @@ impl Leases {
         self.campaigns.retain(|id, _| keep(id));
     }
 
+    /// Whether to ask for `campaign`'s leases this round: for a campaign new here, and
+    /// until [`QUIET_ROUNDS`] rounds in a row pass with no keyed refusal looking at them.
+    pub fn wanted(&mut self, campaign: &str) -> bool {
+        let Some(held) = self.campaigns.get_mut(campaign) else {
+            return true;
+        };
+        if held.asked.replace(false) {
+            held.quiet = 0;
+        } else {
+            held.quiet = held.quiet.saturating_add(1);
+        }
+        held.quiet < QUIET_ROUNDS
+    }
+
     /// The order sequence of each partition's copy, for asking again.
     fn seqs(&self, campaign: &str, partitions: u32) -> Vec<Option<i64>> {
-        let parts = self.campaigns.get(campaign);
+        let held = self.campaigns.get(campaign);
         (0..partitions as usize)
-            .map(|p| parts.and_then(|v| v.get(p)?.as_ref()).map(|l| l.seq))
+            .map(|p| held.and_then(|h| h.parts.get(p)?.as_ref()).map(|l| l.seq))
             .collect()
     }
 }
@@ -127,7 +158,11 @@ pub async fn renew(
     .await;
     let mut leases = leases.borrow_mut();
     let leases = &mut *leases;
-    let parts = leases.campaigns.entry(campaign.to_string()).or_default();
+    let parts = &mut leases
+        .campaigns
+        .entry(campaign.to_string())
+        .or_default()
+        .parts;
     parts.resize_with(partitions as usize, || None);
     let until = asked + LEASE - MARGIN;
     let mut failed = None;
@@ -164,6 +199,13 @@ fn untrust(slot: &mut Option<Lent>, now: Instant) {
 mod tests {
     use super::*;
 
+    fn held(parts: Vec<Option<Lent>>) -> Held {
+        Held {
+            parts,
+            ..Held::default()
+        }
+    }
+
     fn lent(l: &Leases, until: Instant, answers: &[&str]) -> Option<Lent> {
         Some(Lent {
             until,
@@ -181,7 +223,7 @@ mod tests {
         let mut l = Leases::default();
         let long = "u".repeat(FIELD_MAX);
         let copy = lent(&l, later, &["i:alice:k1"]);
-        l.campaigns.insert("c".into(), vec![copy]);
+        l.campaigns.insert("c".into(), held(vec![copy]));
         assert!(!l.may_have_first_answer("c", 1, &long[..FIELD_MAX - 5], "k"));
         assert!(l.may_have_first_answer("c", 1, &long, "k"));
     }
@@ -197,21 +239,37 @@ mod tests {
         let mut l = Leases::default();
         // One partition: every user is on partition 0.
         let copy = lent(&l, later, &["i:alice:k1"]);
-        l.campaigns.insert("c".into(), vec![copy]);
+        l.campaigns.insert("c".into(), held(vec![copy]));
         assert!(l.may_have_first_answer("c", 1, "alice", "k1"));
         assert!(!l.may_have_first_answer("c", 1, "alice", "k2"));
         assert!(!l.may_have_first_answer("c", 1, "bob", "k1"));
         assert!(l.may_have_first_answer("other", 1, "bob", "k1"));
         let past = lent(&l, Instant::now(), &[]);
-        l.campaigns.insert("c".into(), vec![past]);
+        l.campaigns.insert("c".into(), held(vec![past]));
         assert!(
             l.may_have_first_answer("c", 1, "bob", "k1"),
             "a lease past its trust asks Redis"
         );
-        l.campaigns.insert("c".into(), vec![None]);
+        l.campaigns.insert("c".into(), held(vec![None]));
         assert!(l.may_have_first_answer("c", 1, "bob", "k1"));
         assert_eq!(l.seqs("c", 2), vec![None, None]);
         l.retain(|_| false);
         assert!(l.campaigns.is_empty());
+    }
+
+    #[test]
+    fn leases_nobody_looks_at_lapse_until_a_keyed_refusal_looks_again() {
+        let mut l = Leases::default();
+        assert!(l.wanted("c"), "a campaign new here is asked for");
+        let copy = lent(&l, Instant::now() + Duration::from_secs(60), &[]);
+        l.campaigns.insert("c".into(), held(vec![copy]));
+        for round in 1..QUIET_ROUNDS {
+            assert!(l.wanted("c"), "round {round} of quiet");
+        }
+        assert!(!l.wanted("c"), "quiet too long: no more asking");
+        assert!(!l.wanted("c"));
+        assert!(!l.may_have_first_answer("c", 1, "alice", "k"));
+        assert!(l.wanted("c"), "a keyed refusal looked: asked for again");
+        assert!(l.wanted("c"));
     }
 }

@@ -270,6 +270,9 @@ impl Shard {
             .borrow_mut()
             .retain(|id| lendable.iter().any(|(l, _)| l == id));
         for (id, partitions) in &lendable {
+            if !self.leases.borrow_mut().wanted(id) {
+                continue;
+            }
             if let Err(e) = leases::renew(&self.store, &self.leases, id, *partitions).await {
                 tracing::debug!(campaign = %id, error = %e, "a partition's lease was not renewed");
             }

@@ -122,7 +122,8 @@ pub fn repair(
 /// Releases a partition's overdue holds; returns how many, and whether some still wait.
 /// A partition lent to a shard releases none until the lease is over (`release.lua`
 /// then asks for it to end and marks the partition `returning`), so this waits for the
-/// lease to end, a second at most, rather than report nothing released.
+/// lease to end, [`LEASE_WAITS`] times at most and 2 s each, rather than report nothing
+/// released.
 fn release_overdue(con: &mut Connection, k: &PartitionKeys) -> Result<(i64, bool), ReconcileError> {
     let (mut released, mut waits) = (0, 0);
     loop {

@@ -203,3 +203,99 @@ fn the_ledger_read_while_holds_run_out_shows_no_disagreement() {
         "{l}"
     );
 }
+
+/// The nodes' reads of campaign `id`'s stock (an `HMGET` of a partition that asks for
+/// its arrivals, which no script does) Redis receives in `window`, seen through `MONITOR`.
+fn stock_reads(redis: &Redis, id: &str, window: Duration) -> usize {
+    let client = redis::Client::open(redis.admin_url()).expect("the admin's URL");
+    let mut con = client.get_connection().expect("a connection for MONITOR");
+    con.send_packed_command(&redis::cmd("MONITOR").get_packed_command())
+        .expect("MONITOR");
+    let partition = format!(":{{{id}.");
+    let end = std::time::Instant::now() + window;
+    let mut reads = 0;
+    while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+        con.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .expect("a read timeout");
+        let line = match con.recv_response() {
+            Ok(redis::Value::SimpleString(line)) => line,
+            Ok(_) => continue,
+            Err(_) => break,
+        };
+        if line.contains("\"HMGET\" ")
+            && line.contains(&partition)
+            && line.contains("\"inflow\"")
+            && !line.contains(" lua]")
+        {
+            reads += 1;
+        }
+    }
+    reads
+}
+
+#[test]
+fn a_sold_out_sale_nobody_asks_for_is_read_less_often_and_its_returned_units_still_sell_at_once() {
+    let redis = Redis::start();
+    let node = Node::start_with(&redis, 2, "[control]\npoll_ms = 100\nrebalance_ms = 100\n");
+    let c = node.client();
+    let mut s = spec("idle", 2, 2, 1);
+    // The holds run out once the quiet has been measured.
+    s.hold_ttl_s = 14;
+    open_sale(&redis, &node, s);
+    for u in 0..2 {
+        let (code, body) = c.purchase("idle", &c.token(&format!("first-{u}")), None);
+        assert_eq!(code, 200, "{body}");
+    }
+    let (code, body) = c.purchase("idle", &c.token("late"), None);
+    assert_eq!((code, body["error"].as_str()), (409, Some("sold_out")));
+    common::wait_state(&node, "idle", "sold_out");
+
+    // While shoppers keep asking, each shard reads the stock at every poll.
+    let asking = std::sync::atomic::AtomicBool::new(true);
+    let asked = std::thread::scope(|scope| {
+        let shoppers = scope.spawn(|| {
+            let mut n = 0;
+            while asking.load(std::sync::atomic::Ordering::Relaxed) {
+                let c = node.client();
+                let (code, body) = c.purchase("idle", &c.token(&format!("asker-{n}")), None);
+                assert_eq!((code, body["error"].as_str()), (409, Some("sold_out")));
+                n += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let reads = stock_reads(&redis, "idle", Duration::from_secs(2));
+        asking.store(false, std::sync::atomic::Ordering::Relaxed);
+        shoppers.join().expect("the shoppers");
+        reads
+    });
+    // 40 polls after the last refusal, one poll in 20 reads it.
+    std::thread::sleep(Duration::from_millis(4500));
+    let quiet = stock_reads(&redis, "idle", Duration::from_secs(4));
+    eprintln!("stock reads: {asked} in 2 s while asked, {quiet} in 4 s of quiet");
+    // 2 shards × 2 partitions: 40 reads a second at every poll; 2 a second in the quiet.
+    assert!(
+        asked >= 40,
+        "the stock is read at every poll while asked: {asked}"
+    );
+    assert!(
+        quiet * 2 * 4 <= asked,
+        "a quiet sold-out sale is read at a quarter of the pace or less: {quiet} in 4 s, {asked} in 2 s"
+    );
+
+    // The holds run out and the reaper returns the units: its announcement has every
+    // shard read the stock at once, not at its next read in the quiet (2 s apart).
+    common::wait_until("the holds' release", Duration::from_secs(15), || {
+        common::remaining(&redis, "idle") == 2
+    });
+    let lag = seen_within(Duration::from_secs(3), || {
+        (0..16).all(|_| node.client().get("/api/campaigns/idle", None).1["state"] == "live")
+    });
+    eprintln!("every shard sold again {lag:?} after the release");
+    assert!(lag < Duration::from_millis(400), "{lag:?}");
+    for u in 0..2 {
+        let (code, body) = c.purchase("idle", &c.token(&format!("back-{u}")), None);
+        assert_eq!(code, 200, "a returned unit sells again: {body}");
+    }
+    let l = common::ledger_holds(&redis, "idle");
+    assert_eq!((l.held + l.sold + l.remaining, l.held), (2, 2), "{l}");
+}

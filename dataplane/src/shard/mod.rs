@@ -108,6 +108,10 @@ pub struct CampaignView {
     empty_inflows: Option<Vec<i64>>,
     /// The waiting room's counters as of the last poll, for a campaign with one.
     pub queue: Option<QueueProgress>,
+    /// A purchase was refused here as sold out since the last poll.
+    asked: Cell<bool>,
+    /// Polls in a row that found the campaign proven empty with nobody asking.
+    quiet_polls: u32,
 }
 
 impl CampaignView {
@@ -122,7 +126,38 @@ impl CampaignView {
             s => s.as_str(),
         }
     }
+
+    /// Whether the campaign is proven empty, and so refuses purchases here; when it is,
+    /// notes that someone still asks, which keeps its stock read at every poll.
+    pub fn refuses_as_sold_out(&self) -> bool {
+        if self.sold_out {
+            self.asked.set(true);
+        }
+        self.sold_out
+    }
+
+    /// Whether this poll reads the campaign's stock. One proven empty, without a waiting
+    /// room, that no purchase asked for in [`QUIET_POLLS`] polls is read at one poll in
+    /// [`QUIET_POLL_EVERY`] only: units come back to it with an announcement (holds
+    /// released, an operator's change), and a poll an announcement woke reads every
+    /// campaign. The first purchase refused after the quiet has it read at the next poll.
+    fn due(&mut self, announced: bool) -> bool {
+        let quiet = self.sold_out && self.campaign.spec.queue.is_none() && !self.asked.take();
+        self.quiet_polls = if quiet {
+            self.quiet_polls.saturating_add(1)
+        } else {
+            0
+        };
+        announced
+            || self.quiet_polls < QUIET_POLLS
+            || (self.quiet_polls - QUIET_POLLS).is_multiple_of(QUIET_POLL_EVERY)
+    }
 }
+
+/// Polls with nobody asking after which a sold-out campaign's stock is read less often.
+const QUIET_POLLS: u32 = 40;
+/// A quiet sold-out campaign's stock is read at one poll in this many.
+const QUIET_POLL_EVERY: u32 = 20;
 
 pub struct Shard {
     pub index: usize,
@@ -331,6 +366,8 @@ impl Shard {
                             sold_out: false,
                             empty_inflows: None,
                             queue: None,
+                            asked: Cell::new(false),
+                            quiet_polls: 0,
                         },
                     );
                 }
@@ -338,7 +375,9 @@ impl Shard {
         }
     }
 
-    async fn sync(&self) -> Result<(), StoreError> {
+    /// Reads what changed in the control plane, then the stock of the campaigns that
+    /// sell (see [`CampaignView::due`]); `announced`: an announcement woke this poll.
+    async fn sync(&self, announced: bool) -> Result<(), StoreError> {
         let conn = &self.store.conn;
         let version = store::int(Some(&conn.query(&protocol::version()).await?)).unwrap_or(0);
         // A change whose announcement was lost (a writer that died half-way) is still
@@ -379,12 +418,13 @@ impl Shard {
         }
         let stocked: Vec<(String, u32, bool)> = self
             .campaigns
-            .borrow()
-            .values()
+            .borrow_mut()
+            .values_mut()
             .filter(|v| matches!(v.campaign.state, State::Armed | State::Live | State::Paused))
-            .map(|v| {
+            .filter_map(|v| {
                 let s = &v.campaign.spec;
-                (s.id.clone(), s.partitions, s.queue.is_some())
+                let read = (s.id.clone(), s.partitions, s.queue.is_some());
+                v.due(announced).then_some(read)
             })
             .collect();
         for (id, partitions, queued) in stocked {

@@ -251,7 +251,7 @@ fn verdict(v: &crate::shard::CampaignView) -> Verdict {
         State::Live if c.ends_at_ms.is_some_and(|e| now >= e + EDGE_MS) => Some(ApiError::Ended),
         // A pass reserves a unit: its holder hears `sold_out` from no one, and the script
         // has the last word for anyone.
-        State::Live if v.sold_out && c.spec.queue.is_none() => Some(ApiError::SoldOut),
+        State::Live if c.spec.queue.is_none() && v.refuses_as_sold_out() => Some(ApiError::SoldOut),
         State::Live => None,
     };
     Verdict {

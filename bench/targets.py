@@ -317,6 +317,8 @@ def main():
     print()
     print(LAUNCH_CPU)
     print()
+    print(OPEN_CONNECTIONS)
+    print()
     print(WORKER_MOVED)
     print()
     print(KEYED)
@@ -425,6 +427,22 @@ time down 4-7% and its CPU 1%, and the tail moved within the noise (p99 3.5-46 m
 to pinned executors), two launches each, did not shorten the tail (p99 7.1 and 18.5 ms \
 against 4.1 and 6.4) and cost the node 2% more CPU. What is left on the node's \
 core is the kernel's TCP work for both ends of every connection."""
+
+OPEN_CONNECTIONS = """**What a crowd's open connections cost the node.** A launch keeps thousands of \
+connections open, each with a poll armed in the shard's io_uring. `perf record -g` on the node \
+alone on its core, a pinned launch at 16,000/s (2026-12-06, an AMD EPYC), with 8,200 connections \
+established: `io_uring_enter` is 20% of the samples, 7.9 of them cancelling \
+(`IORING_OP_ASYNC_CANCEL`), and 4.9 of those in the kernel's walk of the ring's poll table \
+(`io_poll_find`). Counted with the `io_uring:io_uring_submit_req` tracepoint over 3 s of the same \
+launch: 24,100 timeouts and 24,100 cancels a second, against 21,000 polls (one a request). glommio \
+arms its two preemption timers afresh at every turn of its loop and cancels the old ones, and the \
+kernel looks for a cancelled request among the ring's armed polls first, in a table of 256 \
+buckets at most: with 8,000 idle connections, some 30 polls a bucket. Under wrk, 64 connections \
+on the node alone on its core, 8,000 idle connections beside them cost about 1 µs a request \
+(`/api/time` 8.6-9.0 → 9.9-10.5 µs, a sold-out purchase 7.9-9.9 → 8.9-10.0), as a saturated \
+node answers many requests a turn; in the launch, with one or two a turn, about 4 µs of the \
+55. The cure is in the runtime (a timer armed again only when its deadline moves, or cancelled \
+by its own kind); the node cannot reach it without patching glommio, and it is left."""
 
 WORKER_MOVED = """**What moved in the launch, again.** The order worker inside `serve` is a \
 thread of the node, and shared the shard's core as its equal: the pinned launches that went \

@@ -30,20 +30,22 @@ async fn sample_clock(shard: &Shard) -> Result<(), StoreError> {
 
 pub(super) async fn sync_loop(shard: Rc<Shard>, wake: LocalReceiver<()>) {
     let poll = Duration::from_millis(shard.settings.control.poll_ms);
-    // The first poll reads everything, as one an announcement woke does.
+    // The first poll reads everything, as one an announcement woke does; an
+    // announcement stands until a poll has read everything.
     let mut announced = true;
     loop {
         if let Err(e) = sample_clock(&shard).await {
             tracing::debug!(shard = shard.index, error = %e, "clock sample failed");
         }
-        if let Err(e) = shard.sync(announced).await {
-            tracing::debug!(shard = shard.index, error = %e, "control sync failed");
+        match shard.sync(announced).await {
+            Ok(()) => announced = false,
+            Err(e) => tracing::debug!(shard = shard.index, error = %e, "control sync failed"),
         }
-        announced = match select(pin!(Timer::new(poll)), pin!(wake.recv())).await {
-            Either::Left(_) => false,
-            Either::Right((Some(()), _)) => true,
+        match select(pin!(Timer::new(poll)), pin!(wake.recv())).await {
+            Either::Left(_) => {}
+            Either::Right((Some(()), _)) => announced = true,
             Either::Right((None, _)) => return,
-        };
+        }
     }
 }
 

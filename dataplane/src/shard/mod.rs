@@ -7,7 +7,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::answer::{Endpoint, Outcome};
 use crate::campaign::{Campaign, State};
@@ -110,8 +110,11 @@ pub struct CampaignView {
     pub queue: Option<QueueProgress>,
     /// A purchase was refused here as sold out since the last poll.
     asked: Cell<bool>,
-    /// Polls in a row that found the campaign proven empty with nobody asking.
+    /// Polls in a row that found the campaign proven empty with nobody asking, up to
+    /// [`QUIET_POLLS`].
     quiet_polls: u32,
+    /// When a poll last read the campaign's stock.
+    read_at: Option<Instant>,
 }
 
 impl CampaignView {
@@ -137,27 +140,34 @@ impl CampaignView {
     }
 
     /// Whether this poll reads the campaign's stock. One proven empty, without a waiting
-    /// room, that no purchase asked for in [`QUIET_POLLS`] polls is read at one poll in
-    /// [`QUIET_POLL_EVERY`] only: units come back to it with an announcement (holds
-    /// released, an operator's change), and a poll an announcement woke reads every
-    /// campaign. The first purchase refused after the quiet has it read at the next poll.
-    fn due(&mut self, announced: bool) -> bool {
+    /// room, that no purchase asked for in [`QUIET_POLLS`] polls is read once every
+    /// [`QUIET_READ_EVERY`] only. Units come back to it when holds run out and are
+    /// released, which is announced, and a poll an announcement woke reads every
+    /// campaign; a lost announcement is made up by that read. The first purchase refused
+    /// after the quiet has the campaign read at the next poll.
+    fn due(&mut self, announced: bool, now: Instant) -> bool {
         let quiet = self.sold_out && self.campaign.spec.queue.is_none() && !self.asked.take();
         self.quiet_polls = if quiet {
-            self.quiet_polls.saturating_add(1)
+            (self.quiet_polls + 1).min(QUIET_POLLS)
         } else {
             0
         };
-        announced
+        let due = announced
             || self.quiet_polls < QUIET_POLLS
-            || (self.quiet_polls - QUIET_POLLS).is_multiple_of(QUIET_POLL_EVERY)
+            || self
+                .read_at
+                .is_none_or(|t| now.duration_since(t) >= QUIET_READ_EVERY);
+        if due {
+            self.read_at = Some(now);
+        }
+        due
     }
 }
 
 /// Polls with nobody asking after which a sold-out campaign's stock is read less often.
 const QUIET_POLLS: u32 = 40;
-/// A quiet sold-out campaign's stock is read at one poll in this many.
-const QUIET_POLL_EVERY: u32 = 20;
+/// How often a quiet sold-out campaign's stock is read.
+const QUIET_READ_EVERY: Duration = Duration::from_secs(1);
 
 pub struct Shard {
     pub index: usize,
@@ -368,6 +378,7 @@ impl Shard {
                             queue: None,
                             asked: Cell::new(false),
                             quiet_polls: 0,
+                            read_at: None,
                         },
                     );
                 }
@@ -416,6 +427,7 @@ impl Shard {
                 .replace(entries, now_ms, std::time::Instant::now());
             self.blacklist_version.set(Some(bl_version));
         }
+        let now = Instant::now();
         let stocked: Vec<(String, u32, bool)> = self
             .campaigns
             .borrow_mut()
@@ -424,7 +436,7 @@ impl Shard {
             .filter_map(|v| {
                 let s = &v.campaign.spec;
                 let read = (s.id.clone(), s.partitions, s.queue.is_some());
-                v.due(announced).then_some(read)
+                v.due(announced, now).then_some(read)
             })
             .collect();
         for (id, partitions, queued) in stocked {

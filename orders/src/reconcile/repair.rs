@@ -107,7 +107,7 @@ pub fn repair(
         }
     }
     if done.holds_released > 0 {
-        // Best effort: the shards' next poll reads the stock all the same.
+        // Best effort: the shards read the stock within a second all the same.
         let _: redis::RedisResult<i64> = protocol::stock_returned(id).query(con);
     }
     for oid in &report.orphaned_holds {

@@ -176,8 +176,9 @@ pub(crate) fn decide<'h>(
 /// The campaign's part of the decision, when [`decide`] refuses a purchase with these
 /// headers whatever the checks before the campaign's find: the campaign refuses every
 /// purchase now (or is unknown), and the key (if any) can have no first answer waiting
-/// in Redis. Reads the shard's state and changes nothing but the mark that a keyed
-/// refusal looked at the partition's lease (which keeps the lease renewed), so a caller
+/// in Redis. Reads the shard's state and changes nothing but two marks: that a keyed
+/// refusal looked at the partition's lease (which keeps the lease renewed), and that a
+/// purchase of a sold-out campaign came (which keeps its stock read), so a caller
 /// may ask before it commits to an answer of its own; handed to [`decide`], what it found stands, read
 /// once whatever the clocks do meanwhile.
 pub(crate) fn ends_on_shard(

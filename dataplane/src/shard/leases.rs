@@ -3,7 +3,6 @@
 //! when the user's partition is lent to the shard and holds no first answer for the key.
 
 use futures::future::join_all;
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::time::{Duration, Instant};
@@ -37,13 +36,11 @@ struct Lent {
     answers: Vec<u64>,
 }
 
-/// One campaign's partitions, each lent or not; whether a keyed refusal looked at them
-/// since the last round of renewal, and how many rounds in a row none did.
+/// One campaign's partitions, each lent or not, and whether keyed refusals look at them.
 #[derive(Default)]
 struct Held {
     parts: Vec<Option<Lent>>,
-    asked: Cell<bool>,
-    quiet: u32,
+    demand: super::Demand,
 }
 
 /// The campaigns whose partitions the shard holds, and the key of the copies'
@@ -67,7 +64,7 @@ impl Leases {
         let Some(held) = self.campaigns.get(campaign) else {
             return true;
         };
-        held.asked.set(true);
+        held.demand.mark();
         match held.parts.get(partition_of(user, partitions) as usize) {
             Some(Some(lent)) if Instant::now() < lent.until => {
                 // `PartitionKeys::first_answer_field`, laid out here.
@@ -100,12 +97,7 @@ impl Leases {
         let Some(held) = self.campaigns.get_mut(campaign) else {
             return true;
         };
-        if held.asked.replace(false) {
-            held.quiet = 0;
-        } else {
-            held.quiet = held.quiet.saturating_add(1);
-        }
-        held.quiet < QUIET_ROUNDS
+        !held.demand.quiet_for(QUIET_ROUNDS)
     }
 
     /// The order sequence of each partition's copy, for asking again.

@@ -16,7 +16,9 @@ use crate::guard::Guard;
 use crate::store::{self, Store, StoreError};
 use seckill_core::protocol::{self, QueueProgress};
 
+mod demand;
 pub mod leases;
+use demand::Demand;
 mod loops;
 use loops::{
     admission_loop, lease_loop, listen_for_changes, rebalance_loop, report_loop, sync_loop,
@@ -108,11 +110,8 @@ pub struct CampaignView {
     empty_inflows: Option<Vec<i64>>,
     /// The waiting room's counters as of the last poll, for a campaign with one.
     pub queue: Option<QueueProgress>,
-    /// A purchase was refused here as sold out since the last poll.
-    asked: Cell<bool>,
-    /// Polls in a row that found the campaign proven empty with nobody asking, up to
-    /// [`QUIET_POLLS`].
-    quiet_polls: u32,
+    /// Purchases refused here as sold out, counted by the polls that find it so.
+    demand: Demand,
     /// When a poll last read the campaign's stock.
     read_at: Option<Instant>,
 }
@@ -134,7 +133,7 @@ impl CampaignView {
     /// notes that someone still asks, which keeps its stock read at every poll.
     pub fn refuses_as_sold_out(&self) -> bool {
         if self.sold_out {
-            self.asked.set(true);
+            self.demand.mark();
         }
         self.sold_out
     }
@@ -146,14 +145,14 @@ impl CampaignView {
     /// campaign; a lost announcement is made up by that read. The first purchase refused
     /// after the quiet has the campaign read at the next poll.
     fn due(&mut self, announced: bool, now: Instant) -> bool {
-        let quiet = self.sold_out && self.campaign.spec.queue.is_none() && !self.asked.take();
-        self.quiet_polls = if quiet {
-            (self.quiet_polls + 1).min(QUIET_POLLS)
+        let quiet = if self.sold_out && self.campaign.spec.queue.is_none() {
+            self.demand.quiet_for(QUIET_POLLS)
         } else {
-            0
+            self.demand.reset();
+            false
         };
         let due = announced
-            || self.quiet_polls < QUIET_POLLS
+            || !quiet
             || self
                 .read_at
                 .is_none_or(|t| now.duration_since(t) >= QUIET_READ_EVERY);
@@ -376,8 +375,7 @@ impl Shard {
                             sold_out: false,
                             empty_inflows: None,
                             queue: None,
-                            asked: Cell::new(false),
-                            quiet_polls: 0,
+                            demand: Demand::default(),
                             read_at: None,
                         },
                     );
@@ -434,9 +432,10 @@ impl Shard {
             .values_mut()
             .filter(|v| matches!(v.campaign.state, State::Armed | State::Live | State::Paused))
             .filter_map(|v| {
-                let s = &v.campaign.spec;
-                let read = (s.id.clone(), s.partitions, s.queue.is_some());
-                v.due(announced, now).then_some(read)
+                v.due(announced, now).then(|| {
+                    let s = &v.campaign.spec;
+                    (s.id.clone(), s.partitions, s.queue.is_some())
+                })
             })
             .collect();
         for (id, partitions, queued) in stocked {

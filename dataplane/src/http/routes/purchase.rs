@@ -178,9 +178,9 @@ pub(crate) fn decide<'h>(
 /// purchase now (or is unknown), and the key (if any) can have no first answer waiting
 /// in Redis. Reads the shard's state and changes nothing but two marks: that a keyed
 /// refusal looked at the partition's lease (which keeps the lease renewed), and that a
-/// purchase of a sold-out campaign came (which keeps its stock read), so a caller
-/// may ask before it commits to an answer of its own; handed to [`decide`], what it found stands, read
-/// once whatever the clocks do meanwhile.
+/// purchase of a sold-out campaign came (which keeps its stock read), so a caller may
+/// ask before it commits to an answer of its own; handed to [`decide`], what it found
+/// stands, read once whatever the clocks do meanwhile.
 pub(crate) fn ends_on_shard(
     shard: &Shard,
     id: &str,

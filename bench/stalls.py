@@ -21,7 +21,9 @@ Each launch's purchases come from the simulator's `--trace` (the instant each la
 measured from, on the monotonic clock, and the latency), lined up with the stops (`perf
 record -k CLOCK_MONOTONIC`): how many purchases slower than 10 ms were in flight while a
 core was stopped (any core: the node, Redis and the simulator are all on a purchase's
-way), beside how many of all purchases were.
+way), beside how many of all purchases were; and each launch's p99 and p99.9 of all its
+purchases beside those of the purchases in flight during no stop (those queued behind a stop
+while it drains count): near the tail the launch would have on cores that never stop.
 
 From the same switches: which threads other than the launch's own, the bench's and the
 kernel's ran on each core while the launch ran (by thread name), and for how long.
@@ -132,6 +134,11 @@ def purchases(path):
         return [(float(r["monotonic_s"]), float(r["latency_ms"])) for r in csv.DictReader(f)]
 
 
+def quantile(ordered, q):
+    """The value at quantile q of an ordered list, the nearest rank above; 0 when empty."""
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
 def plural(n, word):
     return f"{n} {word}" + ("" if n == 1 else "s")
 
@@ -140,7 +147,7 @@ def main(args):
     if len(args) < 3 or len(args) % 3:
         sys.exit(__doc__)
     total = slow = during = all_during = lost_records = idle = 0
-    cores, ran, per_launch, holders = {}, {}, [], {}
+    cores, ran, per_launch, holders, tails = {}, {}, [], {}, []
     for i in range(0, len(args), 3):
         spans, lost = dropped(args[i + 1]) if os.path.exists(args[i + 1]) else ({}, [])
         lost_records += len(lost)
@@ -161,6 +168,10 @@ def main(args):
             return any(a <= at + ms / 1000 and at <= b for _, a, b, _, _ in found)
 
         hit = [stopped(at, ms) for at, ms in bought]
+        clear = sorted(ms for (at, ms), h in zip(bought, hit) if not h)
+        every = sorted(ms for _, ms in bought)
+        tails.append((quantile(every, 0.99), quantile(clear, 0.99),
+                      quantile(every, 0.999), quantile(clear, 0.999)))
         total += len(bought)
         slow += sum(1 for at, ms in bought if ms > SLOW_MS)
         during += sum(1 for (at, ms), h in zip(bought, hit) if h and ms > SLOW_MS)
@@ -198,6 +209,11 @@ def main(args):
         print(f"purchases slower than {SLOW_MS:.0f} ms: {slow} of {total} ({slow / total:.2%}); "
               f"in flight during a stop: {during} ({during / max(slow, 1):.0%} of them, against "
               f"{all_during / total:.1%} of all purchases); those not: {rest:.2%} of all purchases")
+        # What the launch's tail would be on a machine whose cores never stop: the
+        # purchases in flight during none of the stops, launch by launch.
+        print("purchase p99 of each launch, of all its purchases → of those in flight during no "
+              "stop: " + ", ".join(f"{a:.2f} → {b:.2f}" for a, b, _, _ in tails) + " ms; p99.9: "
+              + ", ".join(f"{a:.2f} → {b:.2f}" for _, _, a, b in tails) + " ms")
 
 
 if __name__ == "__main__":

@@ -188,6 +188,8 @@ def main():
         slow = re.search(r"^purchases slower than 10 ms: .*\(([0-9.]+)%\); in flight during a stop: "
                          r"\d+ \((\d+)% of them, against ([0-9.]+)% of all purchases\); those not: "
                          r"([0-9.]+)% of all purchases", text, re.M)
+        clear = re.search(r"^purchase p99 of each launch, of all its purchases → of those in flight "
+                          r"during no stop: (.*) ms; p99\.9: (.*) ms$", text, re.M)
         recorder = number(r"^the recording of the cores took ([0-9.]+) s of CPU a launch", text)
         return {"peak": number(r"maximum sustained: peak rate (\d+)/s", text) or 0, "p99": p99,
                 "p999": p999, "met": re.search(r"target \(.*: met$", text, re.M) is not None,
@@ -200,6 +202,7 @@ def main():
                 "recorded": recorded and (recorded.group(2), recorded.group(3), int(recorded.group(1))),
                 "others": others and others.group(1), "recorder": recorder,
                 "holders": holders and holders.group(1),
+                "clear": clear and (clear.group(1), clear.group(2)),
                 "slow": slow and (float(slow.group(1)), int(slow.group(2)), float(slow.group(3)),
                                   float(slow.group(4)))}
 
@@ -242,6 +245,13 @@ def main():
                                 f"{l['slow'][0]:.2f}% of all purchases, those not in flight during "
                                 f"a stop {l['slow'][3]:.2f}%)" for how, l in watched)
                     + ". ")
+            clear = [(how, l["clear"]) for how, l in watched if l["clear"]]
+            if clear:
+                why += ("The same launches' p99, of all their purchases → of those in flight during "
+                        "no stop (near what the tail would be on cores that never stop; those queued behind "
+                        "a stop while it drains count): "
+                        + "; ".join(f"{how}, {p99} ms (p99.9 {p999})" for how, (p99, p999) in clear)
+                        + ". ")
             held = [(how, l["holders"]) for how, l in watched if l["holders"] and l["holders"] != "nothing"]
             if held:
                 why += ("What the cores held when they stopped (the first thread not the launch's "

@@ -74,7 +74,8 @@ fn check_backlog(backlog: u32) {
 /// an accept queue `backlog` deep. glommio's own `TcpListener::bind` makes its queue 1024
 /// deep; while a shard is busy with one turn through its requests at a sale's opening, a
 /// crowd fills that, and the kernel drops every further connection attempt, which the
-/// client sends again only a second later: a launch's tail of a second.
+/// client sends again only a second later: a launch's tail of a second. Connections come
+/// to the shard once they speak ([`defer_accept`]).
 fn listen(addr: std::net::SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
     use rustix::net::{sockopt, AddressFamily, SocketFlags, SocketType};
     let family = if addr.is_ipv6() {
@@ -84,9 +85,39 @@ fn listen(addr: std::net::SocketAddr, backlog: u32) -> std::io::Result<TcpListen
     };
     let socket = rustix::net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
     sockopt::set_socket_reuseport(&socket, true)?;
+    if let Err(e) = defer_accept(&socket) {
+        tracing::warn!(error = %e, "cannot defer accepting connections until they speak");
+    }
     rustix::net::bind(&socket, &addr)?;
     rustix::net::listen(&socket, i32::try_from(backlog).unwrap_or(i32::MAX))?;
     Ok(adopt(socket))
+}
+
+/// Leaves a connection to the kernel until its first bytes come (`TCP_DEFER_ACCEPT`, for
+/// a second). A crowd's shopper connects and sends at once: the shard then accepts the
+/// connection and reads its request in one wake-up, not two (one for the accept, another
+/// for the bytes). A connection that stays silent costs the shard nothing for that second:
+/// no descriptor, no connection slot, no poll armed. Then the kernel hands it over as
+/// before, and the header timeout runs from there.
+#[allow(unsafe_code)]
+fn defer_accept(socket: &std::os::fd::OwnedFd) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let seconds: libc::c_int = 1;
+    // SAFETY: a valid socket descriptor, and an option value that is an int, with its size.
+    let r = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&seconds as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// A listening socket, handed to glommio, which takes it only as a raw descriptor.

@@ -315,6 +315,39 @@ fn a_slow_client_is_cut_off_at_the_header_timeout() {
 }
 
 #[test]
+fn connections_that_have_not_spoken_hold_none_of_the_shards_slots() {
+    let redis = Redis::start();
+    let node = Node::start_with(
+        &redis,
+        1,
+        "[http]\nmax_connections_per_shard = 4\nmax_event_streams_per_shard = 1\n\
+         header_timeout_ms = 10000\n",
+    );
+    // More silent connections than the shard may hold: had it accepted them, they would
+    // hold its every slot until the header timeout, and a shopper would wait for that.
+    let silent: Vec<TcpStream> = (0..8)
+        .map(|_| TcpStream::connect(("127.0.0.1", node.port)).expect("connect"))
+        .collect();
+    let started = std::time::Instant::now();
+    assert_eq!(node.client().get("/api/time", None).0, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "served after {:?}",
+        started.elapsed()
+    );
+    // A silent connection that speaks later is served all the same.
+    let mut late = silent.into_iter().next().expect("a silent connection");
+    std::thread::sleep(Duration::from_millis(1500));
+    late.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    late.write_all(b"GET /api/time HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    let mut reply = String::new();
+    let _ = late.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+}
+
+#[test]
 fn a_body_that_stops_coming_gets_408() {
     let redis = Redis::start();
     let node = Node::start_with(&redis, 1, "[http]\nheader_timeout_ms = 500\n");

@@ -74,8 +74,8 @@ fn check_backlog(backlog: u32) {
 /// an accept queue `backlog` deep. glommio's own `TcpListener::bind` makes its queue 1024
 /// deep; while a shard is busy with one turn through its requests at a sale's opening, a
 /// crowd fills that, and the kernel drops every further connection attempt, which the
-/// client sends again only a second later: a launch's tail of a second. Connections come
-/// to the shard once they speak ([`defer_accept`]).
+/// client sends again only a second later: a launch's tail of a second. A connection
+/// comes to the shard once it speaks, or after about a second ([`defer_accept`]).
 fn listen(addr: std::net::SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
     use rustix::net::{sockopt, AddressFamily, SocketFlags, SocketType};
     let family = if addr.is_ipv6() {
@@ -96,9 +96,10 @@ fn listen(addr: std::net::SocketAddr, backlog: u32) -> std::io::Result<TcpListen
 /// Leaves a connection to the kernel until its first bytes come (`TCP_DEFER_ACCEPT`, for
 /// a second). A crowd's shopper connects and sends at once: the shard then accepts the
 /// connection and reads its request in one wake-up, not two (one for the accept, another
-/// for the bytes). A connection that stays silent costs the shard nothing for that second:
-/// no descriptor, no connection slot, no poll armed. Then the kernel hands it over as
-/// before, and the header timeout runs from there.
+/// for the bytes). A connection that stays silent costs the shard nothing for about a
+/// second (no descriptor, no connection slot, no poll armed); then the kernel sends its
+/// part of the handshake again, and once the client answers, hands the connection to the
+/// shard all the same, where the idle timeout runs.
 #[allow(unsafe_code)]
 fn defer_accept(socket: &std::os::fd::OwnedFd) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
@@ -109,7 +110,7 @@ fn defer_accept(socket: &std::os::fd::OwnedFd) -> std::io::Result<()> {
             socket.as_raw_fd(),
             libc::IPPROTO_TCP,
             libc::TCP_DEFER_ACCEPT,
-            (&seconds as *const libc::c_int).cast(),
+            std::ptr::from_ref(&seconds).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
@@ -348,10 +349,15 @@ mod tests {
                 let addr = listener.local_addr().expect("its address");
                 // A dropped attempt is sent again after a second: each must be through
                 // before that.
+                // Each sends its first bytes, as a shopper does, so the kernel queues it
+                // for the shard at once.
                 let clients: Vec<_> = (0..crowd)
                     .map(|_| {
-                        std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(900))
-                            .expect("a handshake the kernel completes at once")
+                        let mut c =
+                            std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(900))
+                                .expect("a handshake the kernel completes at once");
+                        std::io::Write::write_all(&mut c, b"G").expect("a first byte");
+                        c
                     })
                     .collect();
                 assert_eq!(clients.len(), crowd);

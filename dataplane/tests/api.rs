@@ -315,16 +315,16 @@ fn a_slow_client_is_cut_off_at_the_header_timeout() {
 }
 
 #[test]
-fn connections_that_have_not_spoken_hold_none_of_the_shards_slots() {
+fn silent_connections_do_not_keep_a_shopper_waiting_for_a_slot() {
     let redis = Redis::start();
     let node = Node::start_with(
         &redis,
         1,
         "[http]\nmax_connections_per_shard = 4\nmax_event_streams_per_shard = 1\n\
-         header_timeout_ms = 10000\n",
+         idle_timeout_ms = 20000\n",
     );
-    // More silent connections than the shard may hold: had it accepted them, they would
-    // hold its every slot until the header timeout, and a shopper would wait for that.
+    // More silent connections than the shard may hold: had it accepted them at once, they
+    // would hold its every slot until the idle timeout, and a shopper would wait for that.
     let silent: Vec<TcpStream> = (0..8)
         .map(|_| TcpStream::connect(("127.0.0.1", node.port)).expect("connect"))
         .collect();
@@ -335,8 +335,11 @@ fn connections_that_have_not_spoken_hold_none_of_the_shards_slots() {
         "served after {:?}",
         started.elapsed()
     );
-    // A silent connection that speaks later is served all the same.
-    let mut late = silent.into_iter().next().expect("a silent connection");
+    // One of them speaks later, after the others have left (the shard sees them go), and
+    // is served all the same.
+    let mut silent = silent.into_iter();
+    let mut late = silent.next().expect("a silent connection");
+    drop(silent);
     std::thread::sleep(Duration::from_millis(1500));
     late.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");

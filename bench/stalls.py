@@ -209,8 +209,8 @@ def main(args):
         print(f"purchases slower than {SLOW_MS:.0f} ms: {slow} of {total} ({slow / total:.2%}); "
               f"in flight during a stop: {during} ({during / max(slow, 1):.0%} of them, against "
               f"{all_during / total:.1%} of all purchases); those not: {rest:.2%} of all purchases")
-        # What the launch's tail would be on a machine whose cores never stop: the
-        # purchases in flight during none of the stops, launch by launch.
+        # Near the tail a launch would have on cores that never stop: the purchases in
+        # flight during none of the stops (those queued behind one still count).
         print("purchase p99 of each launch, of all its purchases → of those in flight during no "
               "stop: " + ", ".join(f"{a:.2f} → {b:.2f}" for a, b, _, _ in tails) + " ms; p99.9: "
               + ", ".join(f"{a:.2f} → {b:.2f}" for _, _, a, b in tails) + " ms")

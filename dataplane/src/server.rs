@@ -348,9 +348,8 @@ mod tests {
                     listen("127.0.0.1:0".parse().expect("an address"), 4096).expect("a listener");
                 let addr = listener.local_addr().expect("its address");
                 // A dropped attempt is sent again after a second: each must be through
-                // before that.
-                // Each sends its first bytes, as a shopper does, so the kernel queues it
-                // for the shard at once.
+                // before that. Each sends its first bytes, as a shopper does, so the kernel
+                // queues it for the shard at once.
                 let clients: Vec<_> = (0..crowd)
                     .map(|_| {
                         let mut c =

@@ -3,6 +3,7 @@
 mod common;
 
 use common::{body_json, header, open_sale, spec, status_of, Node, Redis};
+use seckill_dataplane::control;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -482,6 +483,58 @@ fn a_refusal_from_its_head_alone_reads_as_any_answer_and_keeps_its_place_in_line
         "{body_whole}"
     );
 
+    // A refusal with a header of its own (over the user's rate: Retry-After), the same.
+    let rate = |r: &str| {
+        let pairs = [("user_rate", r), ("user_burst", "1")].map(|(k, v)| (k.into(), v.into()));
+        control::set_limits(&mut redis.con(), &pairs).expect("set limits");
+    };
+    rate("0.001");
+    let limited = purchase(&late, "X-Request-Id: same-2\r\n");
+    common::wait_until("the user limit", Duration::from_secs(2), || {
+        let mut s = connect();
+        s.write_all(limited.as_bytes()).expect("write");
+        read_answer(&mut s).0.starts_with("http/1.1 429 ")
+    });
+    let mut whole = connect();
+    whole.write_all(limited.as_bytes()).expect("write");
+    let (head_whole, body_whole) = read_answer(&mut whole);
+    // Its body soon after its head: a client refused for who it is gets a moment to send
+    // the rest, where a body later than that closes the connection.
+    let mut pieces = connect();
+    let (head, body) = limited.split_at(limited.len() - 15);
+    pieces.write_all(head.as_bytes()).expect("write");
+    std::thread::sleep(Duration::from_millis(10));
+    pieces.write_all(body.as_bytes()).expect("write");
+    let (head_pieces, body_pieces) = read_answer(&mut pieces);
+    assert!(head_whole.contains("retry-after: "), "{head_whole}");
+    assert_eq!(
+        header_lines(&head_whole),
+        header_lines(&head_pieces),
+        "{head_whole}{head_pieces}"
+    );
+    assert_eq!(body_whole, body_pieces);
+    rate("0");
+    common::wait_until("the limit lifted", Duration::from_secs(2), || {
+        let mut s = connect();
+        s.write_all(limited.as_bytes()).expect("write");
+        read_answer(&mut s).0.starts_with("http/1.1 409 ")
+    });
+
+    let count = |outcome: &str| {
+        let metrics = common::get_text(
+            &format!("http://127.0.0.1:{}/metrics", node.admin_port),
+            None,
+        );
+        let series =
+            format!("seckill_http_requests_total{{route=\"purchase\",outcome=\"{outcome}\"}} ");
+        let n = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str())?.parse::<u64>().ok());
+        n.unwrap_or_else(|| panic!("no {outcome} in {metrics}"))
+    };
+    assert!(count("rate_limited") >= 2, "rate limited");
+    let sold_out_before = count("sold_out");
+
     // Pipelined in one write: refusals the shard gives at once, a retry whose first answer
     // is in Redis, a bad token, a GET, a chunked body (read by the HTTP layer, and every
     // request after it): answered in the order they came.
@@ -514,19 +567,9 @@ fn a_refusal_from_its_head_alone_reads_as_any_answer_and_keeps_its_place_in_line
     assert!(answers[4].1.contains("now_ms"), "{answers:?}");
 
     // Counted as every answer is: the refusals by their outcome.
-    let metrics = common::get_text(
-        &format!("http://127.0.0.1:{}/metrics", node.admin_port),
-        None,
-    );
-    let count = |outcome: &str| {
-        let series =
-            format!("seckill_http_requests_total{{route=\"purchase\",outcome=\"{outcome}\"}} ");
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(series.as_str())?.parse::<u64>().ok())
-    };
-    assert_eq!(count("sold_out"), Some(8), "{metrics}");
-    assert_eq!(count("unauthenticated"), Some(1), "{metrics}");
+    let sold_out_after = count("sold_out");
+    assert_eq!(sold_out_after, sold_out_before + 5, "sold out");
+    assert_eq!(count("unauthenticated"), 1, "unauthenticated");
     // A target the HTTP layer refuses is refused however whole the request came.
     let mut odd = connect();
     let request = purchase(&late, "").replacen("purchase ", "purchase?a=< ", 1);

@@ -174,19 +174,19 @@ fn open_events(
     shard.answered(Endpoint::Events, outcome, start.elapsed());
     match opened {
         Ok(r) => r.map(http_body_util::Either::Right),
-        Err(e) => refusal(shard, ip, e).map(http_body_util::Either::Left),
+        Err(e) => refusal(shard, ip, e, start).map(http_body_util::Either::Left),
     }
 }
 
 /// A refusal's reply; 401, 403 and 429 count toward blocking the client.
-fn refusal(shard: &Shard, ip: IpAddr, e: ApiError) -> Reply {
-    count_refusal(shard, ip, &e);
+fn refusal(shard: &Shard, ip: IpAddr, e: ApiError, now: Instant) -> Reply {
+    count_refusal(shard, ip, &e, now);
     e.reply()
 }
 
-fn count_refusal(shard: &Shard, ip: IpAddr, e: &ApiError) {
+fn count_refusal(shard: &Shard, ip: IpAddr, e: &ApiError, now: Instant) {
     if matches!(e.status().as_u16(), 401 | 403 | 429) {
-        shard.refused(guard::Client::Ip(ip));
+        shard.refused(guard::Client::Ip(ip), now);
     }
 }
 
@@ -238,7 +238,7 @@ pub(crate) fn refuse_at_once(
             }
         };
         shard.answered(endpoint, refused.outcome(), start.elapsed());
-        count_refusal(shard, ip, &refused);
+        count_refusal(shard, ip, &refused, start);
         refused
     });
     refused.write_response(&request_id, out);
@@ -300,7 +300,7 @@ fn answer(
             Err(e) => e.outcome(),
         };
         shard.answered(name, outcome, start.elapsed());
-        let reply = result.unwrap_or_else(|e| refusal(&shard, ip, e));
+        let reply = result.unwrap_or_else(|e| refusal(&shard, ip, e, start));
         reply.map(http_body_util::Either::Left)
     }
 }
@@ -384,9 +384,10 @@ fn authenticate(shard: &Shard, headers: &(impl Headers + ?Sized)) -> Result<Rc<s
             user
         }
     };
-    let checked = shard.guard.borrow_mut().check_user(&user, Instant::now());
+    let now = Instant::now();
+    let checked = shard.guard.borrow_mut().check_user(&user, now);
     if let Err(refusal) = checked {
-        shard.refused(guard::Client::User(&user));
+        shard.refused(guard::Client::User(&user), now);
         return Err(refusal.into());
     }
     Ok(user)

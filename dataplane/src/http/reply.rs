@@ -289,34 +289,36 @@ impl ApiError {
         })
     }
 
-    /// The header a refusal carries beside its JSON type, if any.
-    fn extra_header(&self) -> Option<(HeaderName, HeaderValue)> {
-        let retry_after = match self {
+    /// The seconds a refusal's `Retry-After` asks the client to wait, if it has one.
+    fn retry_after_s(&self) -> Option<u64> {
+        match self {
             ApiError::Unavailable | ApiError::Starting => Some(1),
             ApiError::Busy { retry_after_s }
             | ApiError::RateLimited { retry_after_s }
             | ApiError::TooManyStreams { retry_after_s }
-            | ApiError::StreamsFull { retry_after_s } => Some(*retry_after_s),
+            | ApiError::StreamsFull { retry_after_s } => Some((*retry_after_s).max(1)),
             _ => None,
-        };
-        if let Some(s) = retry_after {
-            return Some((RETRY_AFTER, HeaderValue::from(s.max(1))));
         }
+    }
+
+    /// The header with a fixed value a refusal carries beside its JSON type, if any.
+    fn fixed_header(&self) -> Option<(HeaderName, &'static str)> {
         match self {
-            ApiError::MethodNotAllowed { allow } => Some((ALLOW, HeaderValue::from_static(allow))),
+            ApiError::MethodNotAllowed { allow } => Some((ALLOW, allow)),
             // The rest of the body was never read: the connection cannot carry another
             // request, and the client must not reuse it.
-            ApiError::PayloadTooLarge | ApiError::Timeout => {
-                Some((CONNECTION, HeaderValue::from_static("close")))
-            }
+            ApiError::PayloadTooLarge | ApiError::Timeout => Some((CONNECTION, "close")),
             _ => None,
         }
     }
 
     pub fn reply(&self) -> Reply {
         let mut r = json_bytes(self.status(), self.body_bytes());
-        if let Some((name, value)) = self.extra_header() {
-            r.headers_mut().insert(name, value);
+        if let Some(s) = self.retry_after_s() {
+            r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(s));
+        } else if let Some((name, value)) = self.fixed_header() {
+            r.headers_mut()
+                .insert(name, HeaderValue::from_static(value));
         }
         r
     }
@@ -331,7 +333,11 @@ impl ApiError {
         out.push(b' ');
         out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
         out.extend_from_slice(b"\r\ncontent-type: application/json\r\n");
-        if let Some((name, value)) = self.extra_header() {
+        if let Some(s) = self.retry_after_s() {
+            out.extend_from_slice(b"retry-after: ");
+            out.extend_from_slice(itoa::Buffer::new().format(s).as_bytes());
+            out.extend_from_slice(b"\r\n");
+        } else if let Some((name, value)) = self.fixed_header() {
             out.extend_from_slice(name.as_str().as_bytes());
             out.extend_from_slice(b": ");
             out.extend_from_slice(value.as_bytes());

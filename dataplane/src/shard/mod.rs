@@ -333,8 +333,7 @@ impl Shard {
 
     /// Counts a refusal against a client; one that crosses the automatic threshold is
     /// blacklisted on every node.
-    pub fn refused(&self, client: crate::guard::Client<'_>) {
-        let now = std::time::Instant::now();
+    pub fn refused(&self, client: crate::guard::Client<'_>, now: std::time::Instant) {
         let mut guard = self.guard.borrow_mut();
         if !guard.refused(client, now) {
             return;

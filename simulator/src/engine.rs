@@ -317,13 +317,14 @@ pub fn run_thread(arrivals: Vec<(usize, Arrival)>, ctx: Arc<Context>) -> Tally {
     })
 }
 
-/// Splits the plan over `threads` (arrival i to thread i mod threads), runs them, and
-/// merges what they saw.
+/// Splits the plan over `threads` by source address (each address's sessions on one
+/// thread, as each client machine holds its own connections, which its next sessions
+/// reuse), runs them, and merges what they saw.
 pub fn run(plan: Vec<Arrival>, threads: usize, ctx: Arc<Context>) -> Tally {
     reserve_descriptors((threads * ctx.connections) as u64 + seckill_core::fds::SPARE);
     let mut shares: Vec<Vec<(usize, Arrival)>> = vec![Vec::new(); threads];
     for (i, a) in plan.into_iter().enumerate() {
-        shares[i % threads].push((i, a));
+        shares[u32::from(a.ip) as usize % threads].push((i, a));
     }
     let handles: Vec<_> = shares
         .into_iter()

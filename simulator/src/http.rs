@@ -3,8 +3,8 @@
 //! as a slice of the connection's buffer. No per-request tasks or channels, no header
 //! maps: the simulator must offer load faster than the data plane answers it.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
 use std::io::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -80,6 +80,8 @@ pub struct Conn {
     buf: Vec<u8>,
     /// Whether the server asked to close after the last reply.
     closing: bool,
+    /// When it was last given back to the pool: the pool's count of give-backs then.
+    returned: u64,
 }
 
 const HEAD_LIMIT: usize = 16 * 1024;
@@ -96,6 +98,7 @@ impl Conn {
             out: Vec::with_capacity(512),
             buf: Vec::with_capacity(4096),
             closing: false,
+            returned: 0,
         })
     }
 
@@ -160,9 +163,73 @@ impl Conn {
 /// load balancer with source affinity would route them).
 pub struct Client {
     targets: Vec<SocketAddr>,
-    idle: RefCell<HashMap<Ipv4Addr, Vec<Conn>>>,
-    idle_count: Cell<usize>,
+    idle: RefCell<Idle>,
     max_idle: usize,
+}
+
+/// The idle connections by source address, and the order they came back in. A full pool
+/// closes the connection idle the longest to take one back: an address that came once
+/// (a bot rotating through addresses) gives way, where the crowd's addresses come again.
+#[derive(Default)]
+struct Idle {
+    by_ip: HashMap<Ipv4Addr, Vec<Conn>>,
+    count: usize,
+    /// Each give-back, oldest first: the address and its number. One whose connection
+    /// was taken since is stale, skipped when met and dropped when the queue is compacted.
+    order: VecDeque<(Ipv4Addr, u64)>,
+    returns: u64,
+}
+
+impl Idle {
+    fn take(&mut self, ip: Ipv4Addr) -> Option<Conn> {
+        let conns = self.by_ip.get_mut(&ip)?;
+        let conn = conns.pop();
+        if conns.is_empty() {
+            self.by_ip.remove(&ip);
+        }
+        self.count -= usize::from(conn.is_some());
+        conn
+    }
+
+    fn give_back(&mut self, mut conn: Conn, max: usize) {
+        if self.count >= max && !self.close_oldest() {
+            return;
+        }
+        self.returns += 1;
+        conn.returned = self.returns;
+        self.order.push_back((conn.ip, self.returns));
+        self.by_ip.entry(conn.ip).or_default().push(conn);
+        self.count += 1;
+        if self.order.len() > 2 * self.count + 64 {
+            let by_ip = &self.by_ip;
+            self.order.retain(|(ip, n)| Self::holds(by_ip, *ip, *n));
+        }
+    }
+
+    /// Closes the connection idle the longest; false when none is idle.
+    fn close_oldest(&mut self) -> bool {
+        while let Some((ip, n)) = self.order.pop_front() {
+            let Some(conns) = self.by_ip.get_mut(&ip) else {
+                continue;
+            };
+            let Some(i) = conns.iter().position(|c| c.returned == n) else {
+                continue;
+            };
+            conns.remove(i);
+            if conns.is_empty() {
+                self.by_ip.remove(&ip);
+            }
+            self.count -= 1;
+            return true;
+        }
+        false
+    }
+
+    fn holds(by_ip: &HashMap<Ipv4Addr, Vec<Conn>>, ip: Ipv4Addr, n: u64) -> bool {
+        by_ip
+            .get(&ip)
+            .is_some_and(|conns| conns.iter().any(|c| c.returned == n))
+    }
 }
 
 impl Client {
@@ -170,7 +237,6 @@ impl Client {
         Client {
             targets,
             idle: RefCell::default(),
-            idle_count: Cell::new(0),
             max_idle,
         }
     }
@@ -185,23 +251,14 @@ impl Client {
     }
 
     fn take(&self, ip: Ipv4Addr) -> Option<Conn> {
-        let c = self.idle.borrow_mut().get_mut(&ip).and_then(Vec::pop);
-        if c.is_some() {
-            self.idle_count.set(self.idle_count.get() - 1);
-        }
-        c
+        self.idle.borrow_mut().take(ip)
     }
 
     fn give_back(&self, conn: Conn) {
-        if conn.closing || self.idle_count.get() >= self.max_idle {
+        if conn.closing || self.max_idle == 0 {
             return;
         }
-        self.idle_count.set(self.idle_count.get() + 1);
-        self.idle
-            .borrow_mut()
-            .entry(conn.ip)
-            .or_default()
-            .push(conn);
+        self.idle.borrow_mut().give_back(conn, self.max_idle);
     }
 
     /// Sends `req` from `ip` and hands its status and body to `read`, on an idle
@@ -236,5 +293,52 @@ impl Client {
         let out = read(status, &conn.buf[body]);
         self.give_back(conn);
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    }
+
+    fn ip(last: u8) -> Ipv4Addr {
+        Ipv4Addr::new(127, 1, 0, last)
+    }
+
+    #[test]
+    fn a_full_pool_closes_the_connection_idle_the_longest() {
+        runtime().block_on(async {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+            let target = listener.local_addr().expect("its address");
+            let open = |last| Conn::open(ip(last), target);
+            let mut idle = Idle::default();
+            // A one-off address, then two that come back.
+            idle.give_back(open(1).await.expect("connect"), 2);
+            idle.give_back(open(2).await.expect("connect"), 2);
+            let again = idle.take(ip(2)).expect("2 is idle");
+            idle.give_back(again, 2);
+            idle.give_back(open(3).await.expect("connect"), 2);
+            assert!(idle.take(ip(1)).is_none(), "idle the longest: closed");
+            let (two, three) = (idle.take(ip(2)), idle.take(ip(3)));
+            assert!(two.is_some() && three.is_some(), "used since: kept");
+            assert_eq!(idle.count, 0);
+            // Taken and given back over and over, the record of give-backs stays small.
+            let mut conn = two.expect("2");
+            for _ in 0..1000 {
+                idle.give_back(conn, 2);
+                conn = idle.take(ip(2)).expect("2 is idle");
+            }
+            assert!(
+                idle.order.len() <= 2 * idle.count + 65,
+                "{}",
+                idle.order.len()
+            );
+        });
     }
 }

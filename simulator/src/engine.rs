@@ -319,12 +319,15 @@ pub fn run_thread(arrivals: Vec<(usize, Arrival)>, ctx: Arc<Context>) -> Tally {
 
 /// Splits the plan over `threads` by source address (each address's sessions on one
 /// thread, as each client machine holds its own connections, which its next sessions
-/// reuse), runs them, and merges what they saw.
+/// reuse), runs them, and merges what they saw. Addresses go to targets by the address
+/// modulo the targets (`Client::target_index`) and to threads by the quotient, so each
+/// thread talks to every target.
 pub fn run(plan: Vec<Arrival>, threads: usize, ctx: Arc<Context>) -> Tally {
     reserve_descriptors((threads * ctx.connections) as u64 + seckill_core::fds::SPARE);
     let mut shares: Vec<Vec<(usize, Arrival)>> = vec![Vec::new(); threads];
+    let targets = ctx.targets.len().max(1);
     for (i, a) in plan.into_iter().enumerate() {
-        shares[u32::from(a.ip) as usize % threads].push((i, a));
+        shares[u32::from(a.ip) as usize / targets % threads].push((i, a));
     }
     let handles: Vec<_> = shares
         .into_iter()

@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::io::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
@@ -167,16 +168,24 @@ pub struct Client {
     max_idle: usize,
 }
 
+/// How long a connection stays idle before a full pool may close it to keep another: a
+/// client that has not used its connection for this long may have left (a bot rotating
+/// through addresses uses each once), where the crowd's addresses come back sooner.
+const LEFT_AFTER: Duration = Duration::from_secs(1);
+
 /// The idle connections by source address, and the order they came back in. A full pool
-/// closes the connection idle the longest to take one back: an address that came once
-/// (a bot rotating through addresses) gives way, where the crowd's addresses come again.
+/// closes the connection idle the longest to keep the one given back, if that one has been
+/// idle for [`LEFT_AFTER`]; else it closes the one given back, and keeps those it holds
+/// (a crowd cycling through more addresses than the pool holds then reuses most of them,
+/// where closing the oldest would close each just before its address came back).
 #[derive(Default)]
 struct Idle {
     by_ip: HashMap<Ipv4Addr, Vec<Conn>>,
     count: usize,
-    /// Each give-back, oldest first: the address and its number. One whose connection
-    /// was taken since is stale, skipped when met and dropped when the queue is compacted.
-    order: VecDeque<(Ipv4Addr, u64)>,
+    /// Each give-back, oldest first: the address, its number and when. One whose
+    /// connection was taken since is stale, skipped when met and dropped when the queue
+    /// is compacted.
+    order: VecDeque<(Ipv4Addr, u64, Instant)>,
     returns: u64,
 }
 
@@ -191,33 +200,42 @@ impl Idle {
         conn
     }
 
-    fn give_back(&mut self, mut conn: Conn, max: usize) {
-        if self.count >= max && !self.close_oldest() {
+    fn give_back(&mut self, mut conn: Conn, max: usize, now: Instant) {
+        if self.count >= max && !self.close_left(now) {
             return;
         }
         self.returns += 1;
         conn.returned = self.returns;
-        self.order.push_back((conn.ip, self.returns));
+        self.order.push_back((conn.ip, self.returns, now));
         self.by_ip.entry(conn.ip).or_default().push(conn);
         self.count += 1;
         if self.order.len() > 2 * self.count + 64 {
             let by_ip = &self.by_ip;
-            self.order.retain(|(ip, n)| Self::holds(by_ip, *ip, *n));
+            self.order.retain(|(ip, n, _)| Self::holds(by_ip, *ip, *n));
         }
     }
 
-    /// Closes the connection idle the longest; false when none is idle.
-    fn close_oldest(&mut self) -> bool {
-        while let Some((ip, n)) = self.order.pop_front() {
-            let Some(conns) = self.by_ip.get_mut(&ip) else {
+    /// Closes the connection idle the longest if it has been idle for [`LEFT_AFTER`] by
+    /// `now`; whether it did.
+    fn close_left(&mut self, now: Instant) -> bool {
+        while let Some(&(ip, n, at)) = self.order.front() {
+            let found = self
+                .by_ip
+                .get(&ip)
+                .and_then(|conns| conns.iter().position(|c| c.returned == n));
+            let Some(i) = found else {
+                self.order.pop_front();
                 continue;
             };
-            let Some(i) = conns.iter().position(|c| c.returned == n) else {
-                continue;
-            };
-            conns.remove(i);
-            if conns.is_empty() {
-                self.by_ip.remove(&ip);
+            if now.saturating_duration_since(at) < LEFT_AFTER {
+                return false;
+            }
+            self.order.pop_front();
+            if let Some(conns) = self.by_ip.get_mut(&ip) {
+                conns.remove(i);
+                if conns.is_empty() {
+                    self.by_ip.remove(&ip);
+                }
             }
             self.count -= 1;
             return true;
@@ -258,7 +276,9 @@ impl Client {
         if conn.closing || self.max_idle == 0 {
             return;
         }
-        self.idle.borrow_mut().give_back(conn, self.max_idle);
+        self.idle
+            .borrow_mut()
+            .give_back(conn, self.max_idle, Instant::now());
     }
 
     /// Sends `req` from `ip` and hands its status and body to `read`, on an idle
@@ -312,33 +332,48 @@ mod tests {
     }
 
     #[test]
-    fn a_full_pool_closes_the_connection_idle_the_longest() {
+    fn a_full_pool_closes_a_connection_left_idle_else_the_one_given_back() {
         runtime().block_on(async {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
             let target = listener.local_addr().expect("its address");
             let open = |last| Conn::open(ip(last), target);
+            let t0 = Instant::now();
+            let later = t0 + LEFT_AFTER;
             let mut idle = Idle::default();
             // A one-off address, then two that come back.
-            idle.give_back(open(1).await.expect("connect"), 2);
-            idle.give_back(open(2).await.expect("connect"), 2);
+            idle.give_back(open(1).await.expect("connect"), 2, t0);
+            idle.give_back(open(2).await.expect("connect"), 2, t0);
             let again = idle.take(ip(2)).expect("2 is idle");
-            idle.give_back(again, 2);
-            idle.give_back(open(3).await.expect("connect"), 2);
-            assert!(idle.take(ip(1)).is_none(), "idle the longest: closed");
+            idle.give_back(again, 2, later);
+            // Full, and 1 not idle long enough yet: the one given back is closed.
+            idle.give_back(open(3).await.expect("connect"), 2, t0);
+            assert!(idle.take(ip(3)).is_none(), "the pool keeps what it holds");
+            // 1 has been idle long enough: it gives way.
+            idle.give_back(open(3).await.expect("connect"), 2, later);
+            assert!(idle.take(ip(1)).is_none(), "left idle the longest: closed");
             let (two, three) = (idle.take(ip(2)), idle.take(ip(3)));
-            assert!(two.is_some() && three.is_some(), "used since: kept");
+            let (two, three) = (two.expect("used since: kept"), three.expect("new: kept"));
             assert_eq!(idle.count, 0);
+            // The record of an address taken since is passed over: 2 came back first,
+            // went, and came back after 3.
+            idle.give_back(two, 2, t0);
+            let two = idle.take(ip(2)).expect("2 is idle");
+            idle.give_back(three, 2, t0);
+            idle.give_back(two, 2, t0);
+            idle.give_back(open(4).await.expect("connect"), 2, later);
+            assert!(idle.take(ip(3)).is_none(), "3 was idle the longest");
+            let mut conn = idle.take(ip(2)).expect("2 is kept");
+            assert!(idle.take(ip(4)).is_some(), "4 is kept");
             // Taken and given back over and over, the record of give-backs stays small.
-            let mut conn = two.expect("2");
-            for _ in 0..1000 {
-                idle.give_back(conn, 2);
+            for _ in 0..2000 {
+                idle.give_back(conn, 2, t0);
+                assert!(
+                    idle.order.len() <= 2 * idle.count + 64,
+                    "{}",
+                    idle.order.len()
+                );
                 conn = idle.take(ip(2)).expect("2 is idle");
             }
-            assert!(
-                idle.order.len() <= 2 * idle.count + 65,
-                "{}",
-                idle.order.len()
-            );
         });
     }
 }

@@ -342,6 +342,8 @@ def main():
     print(STOPS)
     print()
     print(HOLDERS)
+    print()
+    print(CONNECTIONS_MOVED)
 
 
 # What the launch's off-CPU evidence showed before the change it led to, and after: the
@@ -577,6 +579,26 @@ launches each at 17,600/s, alternating: p99 14.6 15.6 48.8 17.1 ms against 14.4 
 at nice 0), and one load thread instead of two on the simulator's one core (three each: p99 \
 10.6 10.0 35.3 ms against 47.2 17.2 30.8, but one thread reuses its connections across the \
 whole crowd and opens 6,600 a launch against 26,000: a lighter load, not the same launch)."""
+
+CONNECTIONS_MOVED = """**What moved in the simulator's connections.** The simulator handed \
+arrivals to its load threads in turn, so each thread saw every address and kept connections of \
+its own for each, and a thread's full pool closed the connection just given back while the ip \
+rotator's one-off addresses sat idle in it to the end: shoppers reconnected every few requests, \
+as no browser does, and each new connection cost the node an accept, a shutdown and a close and \
+the simulator a connect. Now each address's sessions run on one thread, and a full pool closes \
+the connection idle the longest if it has been idle a second (a rotating bot's), else the one \
+given back. The same node (82f9de1) under the simulator before (82f9de1) and after (67cf754, \
+whose full pool closed the oldest connection whatever its age), the pinned launch at 22,400/s, \
+five pairs alternating (2026-12-06, an Intel Xeon): connections a launch 30,400-31,900 → \
+7,180-7,350 (173,000 requests a launch); the node's CPU a launch 7.31 7.22 7.35 7.36 7.31 s → \
+6.70 6.42 6.71 6.28 6.86 (medians 7.31 → 6.70, -8%); the simulator's 7.51 7.50 7.56 → 7.24 \
+7.17 7.43 s (three pairs); purchase p99 40.80 25.01 11.42 9.69 8.03 → 9.33 5.67 4.89 19.10 \
+5.07 ms (medians 11.42 → 5.67, better in four pairs of five). The requests, their addresses \
+and their instants are the same; what went is reconnections no client makes. With the final \
+pool, two load threads open the same (7,190 and 7,360 in two launches); one thread, cycling \
+through all 4,096 shopper addresses, opened 51,500 before, 70,000-88,000 with the oldest \
+always closed, and 21,600-21,900 now. The one load thread set aside above for opening fewer \
+connections than two was that difference."""
 
 HOLDERS = """**What holds a core when it stops.** A stop is now a gap in a core's timer samples \
 alone: the scheduler's tick may still switch threads during one, so a core that kept switching \

@@ -320,20 +320,13 @@ impl Client {
 mod tests {
     use super::*;
 
-    fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime")
-    }
-
     fn ip(last: u8) -> Ipv4Addr {
         Ipv4Addr::new(127, 1, 0, last)
     }
 
     #[test]
     fn a_full_pool_closes_a_connection_left_idle_else_the_one_given_back() {
-        runtime().block_on(async {
+        crate::test_runtime().block_on(async {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
             let target = listener.local_addr().expect("its address");
             let open = |last| Conn::open(ip(last), target);

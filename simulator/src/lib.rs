@@ -36,3 +36,12 @@ pub mod run;
 pub mod scenario;
 pub mod session;
 pub mod verdict;
+
+/// A current-thread runtime, for the tests that drive sockets and timers.
+#[cfg(test)]
+pub(crate) fn test_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}

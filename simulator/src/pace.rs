@@ -90,16 +90,9 @@ async fn expired(fd: &AsyncFd<OwnedFd>) {
 mod tests {
     use super::*;
 
-    fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime")
-    }
-
     #[test]
     fn it_never_returns_before_the_instant_and_comes_back_again_and_again() {
-        runtime().block_on(async {
+        crate::test_runtime().block_on(async {
             let pacer = Pacer::new();
             assert!(pacer.timer.is_some(), "this kernel gives timerfds");
             for i in 0..50u64 {
@@ -117,7 +110,7 @@ mod tests {
 
     #[test]
     fn a_wait_given_up_halfway_leaves_the_next_one_on_time() {
-        runtime().block_on(async {
+        crate::test_runtime().block_on(async {
             let pacer = Pacer::new();
             let far = Instant::now() + Duration::from_secs(30);
             let given_up = tokio::time::timeout(Duration::from_millis(5), pacer.until(far)).await;

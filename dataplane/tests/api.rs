@@ -3,7 +3,6 @@
 mod common;
 
 use common::{body_json, header, open_sale, spec, status_of, Node, Redis};
-use seckill_dataplane::control;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -493,11 +492,7 @@ fn a_refusal_from_its_head_alone_reads_as_any_answer_and_keeps_its_place_in_line
     // answered at once and read by the HTTP layer (on a connection where a chunked body
     // came first: the shard's quick answers are off for the rest of it). The seconds to
     // wait count down, and may tick between the two.
-    let rate = |r: &str| {
-        let pairs = [("user_rate", r), ("user_burst", "1")].map(|(k, v)| (k.into(), v.into()));
-        control::set_limits(&mut redis.con(), &pairs).expect("set limits");
-    };
-    rate("0.001");
+    common::limits(&redis, &[("user_rate", "0.001"), ("user_burst", "1")]);
     let limited = purchase(&late, "X-Request-Id: same-2\r\n");
     common::wait_until("the user limit", Duration::from_secs(2), || {
         let mut s = connect();
@@ -529,7 +524,7 @@ fn a_refusal_from_its_head_alone_reads_as_any_answer_and_keeps_its_place_in_line
         "{head_whole}{head_layer}"
     );
     assert_eq!(body_whole, body_layer);
-    rate("0");
+    common::limits(&redis, &[("user_rate", "0")]);
     common::wait_until("the limit lifted", Duration::from_secs(2), || {
         let mut s = connect();
         s.write_all(limited.as_bytes()).expect("write");

@@ -3,18 +3,10 @@
 
 mod common;
 
-use common::{buy_with, earn_ticket, ledger_holds, open_sale, spec, Client, Node, Redis};
+use common::{buy_with, earn_ticket, ledger_holds, limits, open_sale, spec, Client, Node, Redis};
 use seckill_dataplane::control;
 use seckill_dataplane::guard::blacklist;
 use std::time::{Duration, Instant};
-
-fn limits(redis: &Redis, pairs: &[(&str, &str)]) {
-    let pairs: Vec<(String, String)> = pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    control::set_limits(&mut redis.con(), &pairs).expect("set limits");
-}
 
 /// Waits until `ok` holds, at most a second (the promise for live changes).
 fn within_a_second(what: &str, ok: impl FnMut() -> bool) {

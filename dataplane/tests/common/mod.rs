@@ -99,6 +99,16 @@ pub fn remaining(redis: &impl RedisUrl, id: &str) -> i64 {
         .sum()
 }
 
+/// Sets limits in the control plane (`name`, value), as `seckill-dataplane limits set` does;
+/// nodes read them within a second.
+pub fn limits(redis: &impl RedisUrl, pairs: &[(&str, &str)]) {
+    let pairs: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    control::set_limits(&mut redis.con(), &pairs).expect("set limits");
+}
+
 /// Checks a campaign's ledger, failing the test when it does not hold.
 pub fn ledger_holds(redis: &impl RedisUrl, id: &str) -> seckill_dataplane::ledger::Ledger {
     let mut con = redis.con();

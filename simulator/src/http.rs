@@ -219,11 +219,11 @@ impl Idle {
     /// `now`; whether it did.
     fn close_left(&mut self, now: Instant) -> bool {
         while let Some(&(ip, n, at)) = self.order.front() {
-            let found = self
-                .by_ip
-                .get(&ip)
-                .and_then(|conns| conns.iter().position(|c| c.returned == n));
-            let Some(i) = found else {
+            let Some(conns) = self.by_ip.get_mut(&ip) else {
+                self.order.pop_front();
+                continue;
+            };
+            let Some(i) = conns.iter().position(|c| c.returned == n) else {
                 self.order.pop_front();
                 continue;
             };
@@ -231,11 +231,9 @@ impl Idle {
                 return false;
             }
             self.order.pop_front();
-            if let Some(conns) = self.by_ip.get_mut(&ip) {
-                conns.remove(i);
-                if conns.is_empty() {
-                    self.by_ip.remove(&ip);
-                }
+            conns.remove(i);
+            if conns.is_empty() {
+                self.by_ip.remove(&ip);
             }
             self.count -= 1;
             return true;
@@ -273,7 +271,7 @@ impl Client {
     }
 
     fn give_back(&self, conn: Conn) {
-        if conn.closing || self.max_idle == 0 {
+        if conn.closing {
             return;
         }
         self.idle

@@ -323,6 +323,15 @@ impl Shard {
         }
     }
 
+    /// Whether the campaign is proven empty and, having no waiting room, refuses
+    /// purchases here (see [`CampaignView::refuses_as_sold_out`]).
+    pub fn proven_empty(&self, id: &str) -> bool {
+        self.campaigns
+            .borrow()
+            .get(id)
+            .is_some_and(|v| v.campaign.spec.queue.is_none() && v.sold_out)
+    }
+
     /// A purchase proved every partition empty.
     pub fn mark_sold_out(&self, id: &str) {
         if let Some(v) = self.campaigns.borrow_mut().get_mut(id) {

@@ -213,7 +213,16 @@ impl Store {
         Ok(Some((order_id, int(Some(&pay_by)).unwrap_or(0))))
     }
 
-    pub async fn purchase(&self, req: PurchaseRequest<'_>) -> Result<Purchase, StoreError> {
+    /// Holds `req`'s units, or says why not. Found dry, the partition is refilled from
+    /// the others and the purchase tried again, round after round. Between rounds it
+    /// asks `sold_out`, whether the shard has meanwhile proven the campaign empty (by
+    /// another purchase's refill, or a poll): then it ends as a purchase arriving now
+    /// would, rather than spend more rounds on Redis to prove it again.
+    pub async fn purchase(
+        &self,
+        req: PurchaseRequest<'_>,
+        sold_out: impl Fn() -> bool,
+    ) -> Result<Purchase, StoreError> {
         let p = partition_of(req.user, req.partitions);
         let keys = PartitionKeys::new(req.campaign, p);
         for round in 0..MAX_ROUNDS {
@@ -221,10 +230,16 @@ impl Store {
                 let ms = rand::random_range(0..=round.min(10) as u64);
                 glommio::timer::Timer::new(std::time::Duration::from_millis(ms)).await;
             }
+            if round > 0 && sold_out() {
+                return Ok(Purchase::SoldOut);
+            }
             let seen = match self.attempt(&keys, p, &req).await? {
                 Attempt::Done(outcome) => return Ok(outcome),
                 Attempt::Dry(seen) => seen,
             };
+            if sold_out() {
+                return Ok(Purchase::SoldOut);
+            }
             match self
                 .refill_after(&keys, req.campaign, req.partitions, p, req.quantity, seen)
                 .await?

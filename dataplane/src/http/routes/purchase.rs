@@ -316,15 +316,18 @@ async fn buy(
         .admit(id, std::time::Instant::now())?;
     let outcome = shard
         .store
-        .purchase(PurchaseRequest {
-            campaign: id,
-            partitions,
-            user: &user,
-            quantity: body.quantity as u32,
-            idempotency_key: idem.as_deref(),
-            ticket: ticket.as_deref(),
-            pass_expires_ms,
-        })
+        .purchase(
+            PurchaseRequest {
+                campaign: id,
+                partitions,
+                user: &user,
+                quantity: body.quantity as u32,
+                idempotency_key: idem.as_deref(),
+                ticket: ticket.as_deref(),
+                pass_expires_ms,
+            },
+            || shard.proven_empty(id),
+        )
         .boxed_local()
         .await
         .map_err(|e| {

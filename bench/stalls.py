@@ -147,7 +147,7 @@ def main(args):
     if len(args) < 3 or len(args) % 3:
         sys.exit(__doc__)
     total = slow = during = all_during = lost_records = idle = 0
-    cores, ran, per_launch, holders, tails = {}, {}, [], {}, []
+    cores, ran, per_launch, holders, tails, gaps = {}, {}, [], {}, [], {}
     for i in range(0, len(args), 3):
         spans, lost = dropped(args[i + 1]) if os.path.exists(args[i + 1]) else ({}, [])
         lost_records += len(lost)
@@ -176,6 +176,11 @@ def main(args):
         slow += sum(1 for at, ms in bought if ms > SLOW_MS)
         during += sum(1 for (at, ms), h in zip(bought, hit) if h and ms > SLOW_MS)
         all_during += sum(hit)
+        began = {}
+        for cpu, a, b, was_idle, holder in found:
+            began.setdefault(holder, []).append(a)
+        for holder, starts in began.items():
+            gaps.setdefault(holder, []).extend(y - x for x, y in zip(starts, starts[1:]))
         for cpu, a, b, was_idle, holder in found:
             n, ms, longest = cores.get(cpu, (0, 0.0, 0.0))
             cores[cpu] = (n + 1, ms + (b - a) * 1000, max(longest, (b - a) * 1000))
@@ -190,10 +195,15 @@ def main(args):
           + (", ".join(f"core {c}: {plural(n, 'stop')}, {ms:.0f} ms in all, the longest {longest:.1f} ms"
                        for c, (n, ms, longest) in sorted(cores.items())) or "none")
           + f"; {idle} of them while the core idled; records the recording lost: {lost_records}")
+    def every(h):
+        g = sorted(gaps.get(h, []))
+        return f", one every {quantile(g, 0.5):.1f} s (the median gap)" if len(g) >= 2 else ""
+
     print("what the cores held when they stopped (the first thread not the launch's, else the one "
-          "held; its stops, their time, the longest, slow purchases in flight): "
+          "held; its stops, their time, the longest, slow purchases in flight, and how often it "
+          "stopped a core within a launch): "
           + ("; ".join(f"{described(h)}: {plural(n, 'stop')}, {ms:.0f} ms, the longest {longest:.1f} ms, "
-                       f"{hits} slow"
+                       f"{hits} slow{every(h)}"
                        for h, (n, ms, longest, hits) in sorted(holders.items(), key=lambda x: -x[1][1])[:4])
              or "nothing"))
     by_core = {}

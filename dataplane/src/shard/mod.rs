@@ -129,13 +129,18 @@ impl CampaignView {
         }
     }
 
-    /// Whether the campaign is proven empty, and so refuses purchases here; when it is,
-    /// notes that someone still asks, which keeps its stock read at every poll.
+    /// Whether the shard answers the campaign's purchases sold out: live, proven empty,
+    /// and with no waiting room (a pass reserves a unit: its holder hears `sold_out` from
+    /// no one, and the script has the last word for anyone). When it does, notes that
+    /// someone still asks, which keeps its stock read at every poll.
     pub fn refuses_as_sold_out(&self) -> bool {
-        if self.sold_out {
+        let refuses = self.sold_out
+            && self.campaign.state == State::Live
+            && self.campaign.spec.queue.is_none();
+        if refuses {
             self.demand.mark();
         }
-        self.sold_out
+        refuses
     }
 
     /// Whether this poll reads the campaign's stock. One proven empty, without a waiting
@@ -323,13 +328,13 @@ impl Shard {
         }
     }
 
-    /// Whether the campaign is proven empty and, having no waiting room, refuses
-    /// purchases here (see [`CampaignView::refuses_as_sold_out`]).
-    pub fn proven_empty(&self, id: &str) -> bool {
+    /// Whether the shard answers campaign `id`'s purchases sold out now (see
+    /// [`CampaignView::refuses_as_sold_out`]).
+    pub fn refuses_as_sold_out(&self, id: &str) -> bool {
         self.campaigns
             .borrow()
             .get(id)
-            .is_some_and(|v| v.campaign.spec.queue.is_none() && v.sold_out)
+            .is_some_and(CampaignView::refuses_as_sold_out)
     }
 
     /// A purchase proved every partition empty.

@@ -214,10 +214,12 @@ impl Store {
     }
 
     /// Holds `req`'s units, or says why not. Found dry, the partition is refilled from
-    /// the others and the purchase tried again, round after round. Between rounds it
-    /// asks `sold_out`, whether the shard has meanwhile proven the campaign empty (by
-    /// another purchase's refill, or a poll): then it ends as a purchase arriving now
-    /// would, rather than spend more rounds on Redis to prove it again.
+    /// the others and the purchase tried again, round after round. Before each refill it
+    /// asks `sold_out`, whether the shard now answers the campaign's purchases sold out
+    /// (proven empty by another purchase's refill, or by a poll): then it ends sold out,
+    /// as an arrival would, rather than spend rounds on Redis to prove it again. After a
+    /// refill that moved units it tries them first, whatever the shard says: they came
+    /// after any proof.
     pub async fn purchase(
         &self,
         req: PurchaseRequest<'_>,
@@ -229,9 +231,6 @@ impl Store {
             if round >= PATIENT_ROUNDS {
                 let ms = rand::random_range(0..=round.min(10) as u64);
                 glommio::timer::Timer::new(std::time::Duration::from_millis(ms)).await;
-            }
-            if round > 0 && sold_out() {
-                return Ok(Purchase::SoldOut);
             }
             let seen = match self.attempt(&keys, p, &req).await? {
                 Attempt::Done(outcome) => return Ok(outcome),

@@ -60,6 +60,22 @@ async fn first_answer_or(
     }
 }
 
+/// `refusal`, unless the request's `Idempotency-Key` may have a first answer in Redis
+/// and has one there.
+async fn refused(
+    shard: &Shard,
+    id: &str,
+    partitions: u32,
+    user: &str,
+    idem: Option<&str>,
+    refusal: ApiError,
+) -> Result<Reply, ApiError> {
+    match key_to_ask(shard, id, partitions, user, idem) {
+        Some(key) => first_answer_or(shard, id, partitions, user, key, refusal).await,
+        None => Err(refusal),
+    }
+}
+
 /// The `Idempotency-Key` to ask Redis for a first answer with, if any: none without a
 /// key, nor while the user's partition is lent to the shard and the shard's copy of its
 /// first answers holds none for the key.
@@ -250,9 +266,7 @@ fn verdict(v: &crate::shard::CampaignView) -> Verdict {
             })
         }
         State::Live if c.ends_at_ms.is_some_and(|e| now >= e + EDGE_MS) => Some(ApiError::Ended),
-        // A pass reserves a unit: its holder hears `sold_out` from no one, and the script
-        // has the last word for anyone.
-        State::Live if c.spec.queue.is_none() && v.refuses_as_sold_out() => Some(ApiError::SoldOut),
+        State::Live if v.refuses_as_sold_out() => Some(ApiError::SoldOut),
         State::Live => None,
     };
     Verdict {
@@ -301,10 +315,7 @@ async fn buy(
             });
         let Some((t, expires_ms)) = verified else {
             let refusal = ApiError::TicketInvalid;
-            return match key_to_ask(shard, id, partitions, &user, idem.as_deref()) {
-                Some(key) => first_answer_or(shard, id, partitions, &user, key, refusal).await,
-                None => Err(refusal),
-            };
+            return refused(shard, id, partitions, &user, idem.as_deref(), refusal).await;
         };
         (Some(t.id), pass_ttl_s.map(|_| expires_ms))
     } else {
@@ -326,7 +337,7 @@ async fn buy(
                 ticket: ticket.as_deref(),
                 pass_expires_ms,
             },
-            || shard.proven_empty(id),
+            || shard.refuses_as_sold_out(id),
         )
         .boxed_local()
         .await
@@ -339,11 +350,24 @@ async fn buy(
             order_id,
             pay_by_ms,
         } => Ok(held(&order_id, pay_by_ms)),
+        // Proven between the script's rounds, not by the script: a twin of this request
+        // (the same key, on another connection) may have been answered meanwhile.
         Purchase::SoldOut => {
             shard.mark_sold_out(id);
-            Err(ApiError::SoldOut)
+            refused(
+                shard,
+                id,
+                partitions,
+                &user,
+                idem.as_deref(),
+                ApiError::SoldOut,
+            )
+            .await
         }
-        Purchase::NotEnough { remaining } => Err(ApiError::NotEnough { remaining }),
+        Purchase::NotEnough { remaining } => {
+            let refusal = ApiError::NotEnough { remaining };
+            refused(shard, id, partitions, &user, idem.as_deref(), refusal).await
+        }
         Purchase::LimitReached => Err(ApiError::LimitReached),
         Purchase::NotStarted { starts_at_ms } => Err(ApiError::NotStarted { starts_at_ms }),
         Purchase::Ended => Err(ApiError::Ended),

@@ -612,11 +612,14 @@ every 3 s (at 483.25, 486.44 and 489.50 s in one): 81% of that launch's purchase
 during none. The other was the sell-out: the purchases in flight as the last units went waited \
 up to 14-47 ms (over 10 ms: 6-156 of them a launch), round after round of "dry, refill, try \
 again" while Redis, which has 5% of a core over the launch, had a third of it in the 45 ms \
-around the sell-out, taking turns with the simulator there every 0.1 ms. A purchase between \
-rounds now asks whether the shard has meanwhile proven the campaign empty (another purchase's \
-refill, or a poll) and ends as a new arrival would: the launch's `EVALSHA` calls fell from \
-4,495 and 4,896 to 3,316 and 3,971, its `HMGET`s from 10,334 and 11,010 to 8,606 and 9,352 \
-(two pairs, alternating); the sell-out's cluster did not move beyond the noise (five pairs: \
+around the sell-out, taking turns with the simulator there every 0.1 ms. A purchase found dry now \
+asks, before it refills, whether the shard has meanwhile proven the campaign empty (another \
+purchase's refill, or a poll) and ends as a new arrival would: the launch's `EVALSHA` calls \
+fell from 4,495 and 4,896 to 3,316 and 3,971, its `HMGET`s from 10,334 and 11,010 to 8,606 \
+and 9,352 (two pairs, alternating; asking at the start of every round as well); on \
+2026-12-07's noisier morning, asking only before a refill, four launches each: `EVALSHA` \
+3,667 3,770 3,156 4,176 → 3,009 3,663 3,251 3,362, `HMGET` 9,587 9,780 8,767 10,490 → \
+8,707 10,249 8,999 9,730; the sell-out's cluster did not move beyond the noise (five pairs: \
 purchases over 10 ms near it 16-156 before, 9-131 after), as most of its wait is the rounds \
 before the proof. The 25 launches at that rate that afternoon, not recorded: p99 3.4-9.1 ms \
 in 19, 10.0-17.7 ms in the other six."""

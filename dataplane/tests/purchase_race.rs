@@ -1,5 +1,6 @@
 //! The purchase race: a crowd far larger than the stock, skewed onto a few partitions,
-//! against a multi-shard node. The ledger must come out exact.
+//! against a multi-shard node, and twins of keyed purchases racing each other through
+//! sell-outs. The ledger must come out exact.
 
 mod common;
 
@@ -198,4 +199,162 @@ fn a_skewed_crowd_gets_exactly_the_stock() {
     eprintln!("{l}");
     assert_eq!((l.remaining, l.in_transit, l.held), (0, 0, UNITS as i64));
     assert_eq!(l.orders, UNITS as usize);
+}
+
+const TWIN_PAIRS: usize = 24;
+const TWIN_SALES: usize = 20;
+const TWIN_PARTITIONS: u32 = 8;
+
+/// What one of a request's twins was told.
+struct TwinAnswer {
+    sale: usize,
+    user: usize,
+    status: u16,
+    error: String,
+    order_id: Option<String>,
+}
+
+/// Twins: the same keyed purchase sent at once on two connections, as a client does that
+/// resends on a fresh connection before its first answer comes back. Sale after sale of
+/// one unit a partition, each sold out by the crowd, so that many twins are in flight as
+/// the last units go, found dry, refilled and proven gone. A request's twins are told
+/// one story: one unit for both, or a refusal for both (or "busy", which a resend turns
+/// into the first answer).
+#[test]
+fn twins_of_a_keyed_purchase_get_one_answer_through_the_sell_out() {
+    let redis = Redis::start();
+    // As in the race above: the breaker would turn a slow machine into 503s.
+    let node = Node::start_with(
+        &redis,
+        2,
+        "[redis_client]\ncommand_timeout_ms = 10000\n[breaker]\nslow_call_ms = 5000\n",
+    );
+    let sale = |s: usize| format!("twins-{s}");
+    for s in 0..TWIN_SALES {
+        let units = u64::from(TWIN_PARTITIONS);
+        open_sale(&redis, &node, spec(&sale(s), units, TWIN_PARTITIONS, 1));
+    }
+    let secret = Secret::new(SECRET.as_bytes().to_vec()).expect("secret");
+    let tokens: Arc<Vec<String>> = Arc::new(
+        (0..TWIN_PAIRS)
+            .map(|u| {
+                issue_token(
+                    &secret,
+                    &format!("twin-{u}"),
+                    seckill_dataplane::now_ms() + 600_000,
+                )
+            })
+            .collect(),
+    );
+    let key = |s: usize, user: usize| format!("twin-key-{s}-{user}");
+    let threads: Vec<_> = (0..TWIN_PAIRS)
+        .flat_map(|user| {
+            let together = Arc::new(std::sync::Barrier::new(2));
+            (0..2).map(move |_| (user, together.clone()))
+        })
+        .map(|(user, together)| {
+            let client = node.client();
+            let tokens = tokens.clone();
+            std::thread::spawn(move || {
+                let mut told = Vec::new();
+                for s in 0..TWIN_SALES {
+                    together.wait();
+                    let (status, body) =
+                        client.purchase(&sale(s), &tokens[user], Some(&key(s, user)));
+                    told.push(TwinAnswer {
+                        sale: s,
+                        user,
+                        status,
+                        error: body["error"].as_str().unwrap_or("").to_string(),
+                        order_id: body["order_id"].as_str().map(str::to_string),
+                    });
+                }
+                told
+            })
+        })
+        .collect();
+    let mut twins: HashMap<(usize, usize), Vec<TwinAnswer>> = HashMap::new();
+    for a in threads
+        .into_iter()
+        .flat_map(|t| t.join().expect("twin thread"))
+    {
+        twins.entry((a.sale, a.user)).or_default().push(a);
+    }
+    assert_eq!(twins.len(), TWIN_SALES * TWIN_PAIRS);
+
+    let mut orders: HashMap<(usize, usize), String> = HashMap::new();
+    let mut sold_out = 0;
+    for (&(s, user), told) in &twins {
+        let [a, b] = told.as_slice() else {
+            panic!("sale {s}, user {user}: {} answers", told.len());
+        };
+        for t in [a, b] {
+            assert!(
+                matches!(
+                    (t.status, t.error.as_str()),
+                    (200, "") | (409, "sold_out") | (503, "busy")
+                ),
+                "sale {s}, user {user}: unexpected answer {} {}",
+                t.status,
+                t.error
+            );
+            sold_out += usize::from(t.error == "sold_out");
+        }
+        let held: HashSet<&str> = [a, b]
+            .iter()
+            .filter_map(|t| t.order_id.as_deref())
+            .collect();
+        assert!(
+            held.len() <= 1,
+            "sale {s}, user {user}: twins held two orders {held:?}"
+        );
+        if let Some(order) = held.into_iter().next() {
+            assert!(
+                [a, b].iter().all(|t| t.status != 409),
+                "sale {s}, user {user}: one twin held {order}, the other was told sold_out"
+            );
+            orders.insert((s, user), order.to_string());
+        }
+    }
+    eprintln!(
+        "twins: {} units held in {TWIN_SALES} sales, {sold_out} sold_out answers",
+        orders.len()
+    );
+
+    // A key whose twins were both told "busy" gets an answer of its own now; a key that
+    // held gets that order back, once the dust has settled.
+    let c = node.client();
+    for (&(s, user), told) in &twins {
+        if !orders.contains_key(&(s, user)) && told.iter().all(|t| t.status == 503) {
+            let (status, body) = c.purchase(&sale(s), &tokens[user], Some(&key(s, user)));
+            match body["order_id"].as_str() {
+                Some(order) => {
+                    orders.insert((s, user), order.to_string());
+                }
+                None => assert_eq!((status, body["error"].as_str()), (409, Some("sold_out"))),
+            }
+        }
+    }
+    for (&(s, user), order) in &orders {
+        let (status, body) = c.purchase(&sale(s), &tokens[user], Some(&key(s, user)));
+        assert_eq!(
+            (status, body["order_id"].as_str()),
+            (200, Some(order.as_str()))
+        );
+    }
+
+    for s in 0..TWIN_SALES {
+        let l = common::ledger_holds(&redis, &sale(s));
+        let held = orders.keys().filter(|(o, _)| *o == s).count();
+        assert_eq!(
+            (l.remaining, l.in_transit),
+            (0, 0),
+            "sold out with units left: {l}"
+        );
+        assert_eq!(
+            (l.held, l.orders),
+            (held as i64, held),
+            "holds answered: {l}"
+        );
+    }
 }

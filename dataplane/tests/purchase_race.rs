@@ -49,28 +49,36 @@ fn skewed_users() -> Vec<String> {
     hot
 }
 
+/// A node of two shards for a crowd of client threads. They share the machine's cores
+/// with the node and Redis: when the answers of a call wake many of them at once, the
+/// node's shards can wait for a core longer than the breaker's 250 ms. Here the breaker
+/// would only turn a slow machine into 503s whose outcome the ledger checks cannot count.
+fn crowd_node(redis: &Redis) -> Node {
+    Node::start_with(
+        redis,
+        2,
+        "[redis_client]\ncommand_timeout_ms = 10000\n[breaker]\nslow_call_ms = 5000\n",
+    )
+}
+
+/// A token for each user, valid for ten minutes.
+fn tokens(users: impl IntoIterator<Item = String>) -> Arc<Vec<String>> {
+    let secret = Secret::new(SECRET.as_bytes().to_vec()).expect("secret");
+    let until = seckill_dataplane::now_ms() + 600_000;
+    Arc::new(
+        users
+            .into_iter()
+            .map(|u| issue_token(&secret, &u, until))
+            .collect(),
+    )
+}
+
 #[test]
 fn a_skewed_crowd_gets_exactly_the_stock() {
     let redis = Redis::start();
-    // 200 client threads share the machine's cores with the node and Redis: when the
-    // answers of a call wake many of them at once, the node's shards can wait for a core
-    // longer than the breaker's 250 ms. Here the breaker would only turn a slow machine
-    // into 503s whose outcome the ledger checks below cannot count.
-    let node = Node::start_with(
-        &redis,
-        2,
-        "[redis_client]\ncommand_timeout_ms = 10000\n[breaker]\nslow_call_ms = 5000\n",
-    );
+    let node = crowd_node(&redis);
     open_sale(&redis, &node, spec("race", UNITS, PARTITIONS, LIMIT));
-
-    let secret = Secret::new(SECRET.as_bytes().to_vec()).expect("secret");
-    let users = Arc::new(skewed_users());
-    let tokens: Arc<Vec<String>> = Arc::new(
-        users
-            .iter()
-            .map(|u| issue_token(&secret, u, seckill_dataplane::now_ms() + 600_000))
-            .collect(),
-    );
+    let tokens = tokens(skewed_users());
     let started = Instant::now();
     let threads: Vec<_> = (0..CONNECTIONS)
         .map(|t| {
@@ -223,29 +231,13 @@ struct TwinAnswer {
 #[test]
 fn twins_of_a_keyed_purchase_get_one_answer_through_the_sell_out() {
     let redis = Redis::start();
-    // As in the race above: the breaker would turn a slow machine into 503s.
-    let node = Node::start_with(
-        &redis,
-        2,
-        "[redis_client]\ncommand_timeout_ms = 10000\n[breaker]\nslow_call_ms = 5000\n",
-    );
+    let node = crowd_node(&redis);
     let sale = |s: usize| format!("twins-{s}");
     for s in 0..TWIN_SALES {
         let units = u64::from(TWIN_PARTITIONS);
         open_sale(&redis, &node, spec(&sale(s), units, TWIN_PARTITIONS, 1));
     }
-    let secret = Secret::new(SECRET.as_bytes().to_vec()).expect("secret");
-    let tokens: Arc<Vec<String>> = Arc::new(
-        (0..TWIN_PAIRS)
-            .map(|u| {
-                issue_token(
-                    &secret,
-                    &format!("twin-{u}"),
-                    seckill_dataplane::now_ms() + 600_000,
-                )
-            })
-            .collect(),
-    );
+    let tokens = tokens((0..TWIN_PAIRS).map(|u| format!("twin-{u}")));
     let key = |s: usize, user: usize| format!("twin-key-{s}-{user}");
     let threads: Vec<_> = (0..TWIN_PAIRS)
         .flat_map(|user| {

@@ -106,6 +106,9 @@ pub struct CampaignView {
     pub remaining: i64,
     /// Proven empty: purchases are answered here, without Redis.
     pub sold_out: bool,
+    /// How many polls have found units: a purchase's proof of emptiness begun before the
+    /// last of them may predate those units (see [`Shard::mark_sold_out`]).
+    pub restocks: u64,
     /// Arrival counters of the last poll that found every partition empty.
     empty_inflows: Option<Vec<i64>>,
     /// The waiting room's counters as of the last poll, for a campaign with one.
@@ -117,6 +120,47 @@ pub struct CampaignView {
 }
 
 impl CampaignView {
+    fn new(campaign: Campaign) -> Self {
+        CampaignView {
+            campaign,
+            remaining: 0,
+            sold_out: false,
+            restocks: 0,
+            empty_inflows: None,
+            queue: None,
+            demand: Demand::default(),
+            read_at: None,
+        }
+    }
+
+    /// What a poll read of the stock: the units in the partitions or moving between them,
+    /// and the partitions' arrival counters. Two polls in a row that find nothing, with
+    /// no arrival in between, prove the campaign empty (see `Store::refill`).
+    fn stock_read(&mut self, remaining: i64, inflows: Vec<i64>) {
+        self.remaining = remaining;
+        if remaining > 0 {
+            self.sold_out = false;
+            self.restocks += 1;
+            self.empty_inflows = None;
+        } else {
+            if self.empty_inflows.as_ref() == Some(&inflows) {
+                self.sold_out = true;
+            }
+            self.empty_inflows = Some(inflows);
+        }
+    }
+
+    /// A purchase proved every partition empty. It began when the polls had found units
+    /// `restocks` times: if one has found units since, the proof may be older than those
+    /// units (holds expired, an announcement, the poll, and only then the proof's
+    /// answer), and it is not taken: two empty polls, or a later proof, will tell.
+    fn proven_empty(&mut self, restocks: u64) {
+        if self.restocks == restocks {
+            self.sold_out = true;
+            self.remaining = 0;
+        }
+    }
+
     /// The state shoppers see: a live campaign with nothing left (or, with a waiting
     /// room, nothing left to reserve and nothing reserved) reports `sold_out`.
     pub fn public_state(&self) -> &'static str {
@@ -337,11 +381,10 @@ impl Shard {
             .is_some_and(CampaignView::refuses_as_sold_out)
     }
 
-    /// A purchase proved every partition empty.
-    pub fn mark_sold_out(&self, id: &str) {
+    /// A purchase proved every partition empty (see [`CampaignView::proven_empty`]).
+    pub fn mark_sold_out(&self, id: &str, restocks: u64) {
         if let Some(v) = self.campaigns.borrow_mut().get_mut(id) {
-            v.sold_out = true;
-            v.remaining = 0;
+            v.proven_empty(restocks);
         }
     }
 
@@ -380,18 +423,7 @@ impl Shard {
             match map.get_mut(&id) {
                 Some(v) => v.campaign = c,
                 None => {
-                    map.insert(
-                        id,
-                        CampaignView {
-                            campaign: c,
-                            remaining: 0,
-                            sold_out: false,
-                            empty_inflows: None,
-                            queue: None,
-                            demand: Demand::default(),
-                            read_at: None,
-                        },
-                    );
+                    map.insert(id, CampaignView::new(c));
                 }
             }
         }
@@ -462,19 +494,10 @@ impl Shard {
             let mut map = self.campaigns.borrow_mut();
             let Some(v) = map.get_mut(&id) else { continue };
             v.queue = queue;
-            v.remaining = probes.iter().map(|p| p.stock + p.transit).sum();
-            if v.remaining > 0 {
-                v.sold_out = false;
-                v.empty_inflows = None;
-            } else {
-                // Two polls in a row that find nothing, with no arrival in between, prove
-                // the campaign empty (see `Store::refill`).
-                let inflows: Vec<i64> = probes.iter().map(|p| p.inflow).collect();
-                if v.empty_inflows.as_ref() == Some(&inflows) {
-                    v.sold_out = true;
-                }
-                v.empty_inflows = Some(inflows);
-            }
+            v.stock_read(
+                probes.iter().map(|p| p.stock + p.transit).sum(),
+                probes.iter().map(|p| p.inflow).collect(),
+            );
         }
         self.synced.set(true);
         Ok(())
@@ -499,6 +522,38 @@ fn request_id(prefix: &str, n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_proof_of_emptiness_older_than_units_a_poll_found_is_not_taken() {
+        let spec = crate::campaign::CampaignSpec::from_toml(
+            "id = \"c\"\nname = \"c\"\ntotal = 4\npartitions = 2\nper_user_limit = 1\nhold_ttl_s = 60\nprice_cents = 1\n",
+        )
+        .expect("spec");
+        let mut v = CampaignView::new(Campaign::new(spec).expect("campaign"));
+        v.campaign.state = State::Live;
+        v.stock_read(4, vec![0, 0]);
+        // A purchase comes, and proves the campaign empty: the shard refuses from then on.
+        let began = v.restocks;
+        v.proven_empty(began);
+        assert!(v.refuses_as_sold_out());
+        // Holds expire, a poll finds their units, and then a purchase that began before
+        // that poll comes back with its proof: the units stay on sale.
+        let began = v.restocks;
+        v.stock_read(2, vec![0, 2]);
+        assert!(!v.refuses_as_sold_out());
+        v.proven_empty(began);
+        assert!(!v.refuses_as_sold_out());
+        assert_eq!(v.remaining, 2);
+        // A proof begun after the poll is taken, as are two empty polls with no arrival
+        // in between.
+        v.proven_empty(v.restocks);
+        assert!(v.refuses_as_sold_out());
+        v.stock_read(1, vec![0, 3]);
+        v.stock_read(0, vec![1, 3]);
+        assert!(!v.refuses_as_sold_out());
+        v.stock_read(0, vec![1, 3]);
+        assert!(v.refuses_as_sold_out());
+    }
 
     #[test]
     fn request_ids_are_the_prefix_and_the_count_in_hex() {

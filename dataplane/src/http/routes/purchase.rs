@@ -97,6 +97,9 @@ pub(crate) struct Verdict {
     needs_ticket: bool,
     pass_ttl_s: Option<u64>,
     refusal: Option<ApiError>,
+    /// The campaign's [`CampaignView::restocks`](crate::shard::CampaignView::restocks)
+    /// when the purchase came.
+    restocks: u64,
 }
 
 /// What the shard makes of a purchase from its head alone: address and token aside
@@ -275,6 +278,7 @@ fn verdict(v: &crate::shard::CampaignView) -> Verdict {
         needs_ticket: c.spec.require_ticket,
         pass_ttl_s: c.spec.queue.map(|q| q.pass_ttl_s),
         refusal,
+        restocks: v.restocks,
     }
 }
 
@@ -292,6 +296,7 @@ async fn buy(
         limit,
         needs_ticket,
         pass_ttl_s,
+        restocks,
         ..
     } = verdict;
     let body: PurchaseBody = read_json(shard, req).await?;
@@ -353,7 +358,7 @@ async fn buy(
         // Proven between the script's rounds, not by the script: a twin of this request
         // (the same key, on another connection) may have been answered meanwhile.
         Purchase::SoldOut => {
-            shard.mark_sold_out(id);
+            shard.mark_sold_out(id, restocks);
             refused(
                 shard,
                 id,

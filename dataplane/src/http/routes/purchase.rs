@@ -355,19 +355,13 @@ async fn buy(
             order_id,
             pay_by_ms,
         } => Ok(held(&order_id, pay_by_ms)),
-        // Proven between the script's rounds, not by the script: a twin of this request
-        // (the same key, on another connection) may have been answered meanwhile.
+        // These two are proven between the script's rounds, not by the script: a twin of
+        // this request (the same key, on another connection) may have been answered
+        // meanwhile.
         Purchase::SoldOut => {
             shard.mark_sold_out(id, restocks);
-            refused(
-                shard,
-                id,
-                partitions,
-                &user,
-                idem.as_deref(),
-                ApiError::SoldOut,
-            )
-            .await
+            let refusal = ApiError::SoldOut;
+            refused(shard, id, partitions, &user, idem.as_deref(), refusal).await
         }
         Purchase::NotEnough { remaining } => {
             let refusal = ApiError::NotEnough { remaining };

@@ -4,7 +4,7 @@
 //! transfer — the shard that started it, another shard, the rebalancer after a crash —
 //! may finish it, because `in` and `ack` are idempotent.
 
-use futures::future::join_all;
+use futures::future::{join, join_all};
 use std::collections::HashMap;
 
 use super::{int, items, text, Store, StoreError};
@@ -183,6 +183,8 @@ impl Store {
     }
 
     /// Pulls at least `qty` units into the dry partition `target`, or proves there are none.
+    /// The target is read alongside the transfers, its part of the first pass: it only
+    /// counts when none of them moved a unit, and then nothing they did reached it.
     pub(crate) async fn refill(
         &self,
         campaign: &str,
@@ -190,10 +192,13 @@ impl Store {
         target: u32,
         qty: u32,
     ) -> Result<Refill, StoreError> {
-        let results = join_all(
-            (0..partitions)
-                .filter(|q| *q != target)
-                .map(|q| self.transfer_out(campaign, q, target, qty)),
+        let (results, own) = join(
+            join_all(
+                (0..partitions)
+                    .filter(|q| *q != target)
+                    .map(|q| self.transfer_out(campaign, q, target, qty)),
+            ),
+            self.probe(campaign, target),
         )
         .await;
         // Finish every transfer that took units before reporting any failure, so none
@@ -213,7 +218,7 @@ impl Store {
         if !applied.is_empty() {
             return Ok(Refill::Lent);
         }
-        let own = self.probe(campaign, target).await?;
+        let own = own?;
         if own.stock >= i64::from(qty) {
             return Ok(Refill::Moved);
         }

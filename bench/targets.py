@@ -635,7 +635,7 @@ RUN_TO_RUN = """**How the launch's verdict moves from run to run.** The same nod
 2026-12-07, an AMD EPYC: a full run at 06:43 found the pinned peak at 28,000/s and, at 80% of \
 it, p99 16.14 99.52 12.19 14.70 55.62 ms (median 16.14: missed), with nginx at 111,760 \
 requests/s and the sold-out refusal at 0.74× of it; the next full run, at 09:01, with nothing \
-changed but this file, found the peak at 40,000/s and, at 32,000/s, p99 10.67 8.04 3.77 \
+changed but the results, found the peak at 40,000/s and, at 32,000/s, p99 10.67 8.04 3.77 \
 12.66 3.78 ms (median 8.04: met), with nginx at 134,599 requests/s and the refusal at 0.88×. \
 Two pinned searches after it (`PIN=1 bench/launch.sh 1 search`, one after the other) found \
 44,000/s, and at 35,200/s p99 20.62 6.06 11.99 9.73 51.39 and 41.57 89.86 11.21 6.67 8.54 ms \
@@ -648,9 +648,9 @@ next. Tried then and not kept: Redis on the node's core rather than the simulato
 pairs alternating at 35,200/s: p99 6.07 6.69 27.47 8.51 ms against 4.75 6.03 4.51 6.73). \
 Where the simulator's core goes, `perf record -g` on it for 5 s of a pinned launch at \
 30,000/s: 82% of the samples in the kernel and 17% in its own code and libc; 27% of all in \
-waking a socket's reader, 21 points of them as the segment the simulator sent reaches the node \
-(on loopback, in the sender's own softirq) and wakes its shard. Each request is one segment and each answer one, and the shoppers' kernel \
-acknowledges 0.9 of the answers with a segment of its own (a delayed acknowledgement, as a \
+waking a socket's reader, 21 points of them as the segment the simulator sent reaches the \
+node (on loopback, in the sender's own softirq) and wakes its shard. Each request is one \
+segment and each answer one, and the shoppers' kernel acknowledges 0.9 of the answers with a segment of its own (a delayed acknowledgement, as a \
 shopper pauses more than 40 ms between requests; `tcpdump` of 2 s of a launch at 4,000/s: \
 8,369 requests, 7,513 such acknowledgements beside the handshakes), paid on the simulator's \
 core, as a remote shopper's would be on the node's machine."""

@@ -47,19 +47,28 @@ tcp_counters() {
   awk '$1 == "TcpExt:" && !d { for (i = 2; i <= NF; i++) if ($i == "ListenOverflows") d = i; next }
        $1 == "TcpExt:" { print $d }' /proc/net/netstat
 }
+# node_times: the node's own time for purchases so far, as its /metrics counts it (from a
+# purchase's arrival at the shard to its answer, Redis's part included): the cumulative
+# buckets of seckill_http_request_duration_seconds, a line each.
+node_times() {
+  curl -sf "http://127.0.0.1:$aport/metrics" | grep '^seckill_http_request_duration_seconds_bucket{route="purchase"' || true
+}
 # launch RATE [extra sim flags]: one launch; its report in $work/report.json, the
 # simulator's own CPU (user and system seconds) in $work/sim.cpu, the TCP counters
-# before and after it in $work/tcp.
+# before and after it in $work/tcp, the node's own time for purchases before and after
+# it in $work/node-times.
 launch() {
   local r=$1 TIMEFORMAT='%U %S'
   shift
   tcp_counters > "$work/tcp"
+  node_times > "$work/node-times"
   rm -f "$work/report.json"
   { time ${LOAD_PIN[@]+"${LOAD_PIN[@]}"} $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
       --redis "$ops_redis" --redis-password-file "$ops_password_file" --secret-file "$work/secret" \
       --db "$work/orders.sqlite" --rate "$r" \
       --json "$work/report.json" "$@" > "$work/summary.txt" 2>&3 || true; } 3>&2 2> "$work/sim.cpu"
   tcp_counters >> "$work/tcp"
+  { echo; node_times; } >> "$work/node-times"
   [ -s "$work/report.json" ] || echo "the launch at $r/s wrote no report (the simulator's message is above)" >&2
 }
 # watched N RATE [extra sim flags]: launch N of the watched ones, its purchases traced
@@ -181,6 +190,7 @@ cat "$work/summary.txt"
 cp "$work/sim.cpu" "$work/sim-1.cpu"
 cp "$work/report.json" "$work/report-1.json"
 cp "$work/tcp" "$work/tcp-1"
+cp "$work/node-times" "$work/node-times-1"
 # The same launch again (LAUNCHES in all, 5 unless set): its tail moves from run to run on
 # a shared machine, so the target is judged on the medians, as every other figure here.
 launches=${LAUNCHES:-5}
@@ -188,6 +198,7 @@ for i in $(seq 2 "$launches"); do
   launch "$rate"
   cp "$work/report.json" "$work/report-$i.json"
   cp "$work/tcp" "$work/tcp-$i"
+  cp "$work/node-times" "$work/node-times-$i"
 done
 WORK="$work" python3 - "$t0" "$t1" "$(getconf CLK_TCK)" "$n0" "$n1" "$((k1 - k0))" "$work/sim-1.cpu" "$work/cores" "${PIN:-}" "$work"/report-*.json <<'PY'
 import json, os, statistics, sys
@@ -237,6 +248,30 @@ for i in range(1, len(runs) + 1):
     tcp.append((o1 - o0, d1 - d0))
 print("connections opened a launch: " + " ".join(str(o) for o, _ in tcp)
       + "; attempts dropped by a full accept queue (each a second's wait): " + " ".join(str(d) for _, d in tcp))
+# Where the slow purchases were slow: the share of each launch's purchases that took over
+# 2.5 and over 10 ms in the node's own hands (its /metrics: from the arrival at the shard
+# to the answer, Redis's part included), beside the 1% the p99 allows over its line. What
+# lies between is spent before the shard reads a request or after it answers: in the
+# sockets' queues, waiting for a core, in the simulator.
+def node_over(i):
+    before, after = ({} for _ in range(2))
+    part = before
+    for line in open(os.path.join(work, f"node-times-{i}")):
+        if not line.strip():
+            part = after
+            continue
+        le, count = line.split('le="')[1].split('"}')
+        part[le] = int(count)
+    total = after.get("+Inf", 0) - before.get("+Inf", 0)
+    if not total:
+        return None
+    return {le: (total - after[le] + before.get(le, 0)) / total for le in ("0.0025", "0.01")}
+over = [node_over(i) for i in range(1, len(runs) + 1)]
+if all(over):
+    print("the node's own time a purchase (arrival at the shard to answer, Redis's part included), launch by launch: "
+          + "over 2.5 ms " + " ".join(f"{o['0.0025']:.3%}" for o in over)
+          + ", over 10 ms " + " ".join(f"{o['0.01']:.3%}" for o in over)
+          + "; the p99 allows 1% over 10 ms in all, from the planned send to the answer read")
 m99, m999 = statistics.median(p99), statistics.median(p999)
 ok = m99 <= 10 and m999 <= 50 and not failures
 print(f"target (p99 ≤ 10 ms, p99.9 ≤ 50 ms, no violations; medians of the launches): p99 {m99:.2f} ms, "

@@ -177,16 +177,16 @@ TOML
 }
 
 # launch_node SHARDS: a node for the launch scenario (its worker and order store in
-# $work, the demo's content file, per-IP limits of 50/s) on a fresh port; sets dport and
-# node.
+# $work, the demo's content file, per-IP limits of 50/s) on a fresh port, its admin
+# listener (/metrics) on another; sets dport, aport and node.
 launch_node() {
-  dport=$(port)
+  dport=$(port) aport=$(port)
   mkdir -p "$work/content"
   [ -s "$work/content/midnight-sessions.zip" ] || head -c 65536 /dev/urandom > "$work/content/midnight-sessions.zip"
   cat > "$work/dp.toml" <<TOML
 content_dir = "$work/content"
 [admin]
-listen = ""
+listen = "127.0.0.1:$aport"
 [worker]
 db = "$work/orders.sqlite"
 [limits]

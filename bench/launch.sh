@@ -10,6 +10,8 @@
 # offered, nothing unsent or unanswered, and purchase p99 under 100 ms, in two of three
 # launches), and the launch is then measured at 80% of it. The measured launch runs
 # LAUNCHES times (5), and the target is judged on the medians of their p99 and p99.9.
+# Beside them, the share of each launch's purchases slow in the node's own hands (its
+# /metrics: from the arrival at the shard to the answer), against the 1% the p99 allows.
 #
 #   bench/launch.sh [SHARDS] [RATE|search]
 #   PIN=1 bench/launch.sh 1 RATE   # the node alone on the last core; Redis, the simulator

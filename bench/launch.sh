@@ -252,9 +252,10 @@ print("connections opened a launch: " + " ".join(str(o) for o, _ in tcp)
       + "; attempts dropped by a full accept queue (each a second's wait): " + " ".join(str(d) for _, d in tcp))
 # Where the slow purchases were slow: the share of each launch's purchases that took over
 # 2.5 and over 10 ms in the node's own hands (its /metrics: from the arrival at the shard
-# to the answer, Redis's part included), beside the 1% the p99 allows over its line. What
-# lies between is spent before the shard reads a request or after it answers: in the
-# sockets' queues, waiting for a core, in the simulator.
+# to the answer, Redis's part and any wait for a core meanwhile included), beside the 1%
+# the p99 allows over its line. What lies between is spent before the shard reads a
+# request or after it answers: in the sockets' queues, waiting for the shard's turn or
+# the simulator's, in the simulator itself.
 def node_over(i):
     before, after = ({} for _ in range(2))
     part = before
@@ -270,7 +271,7 @@ def node_over(i):
     return {le: (total - after[le] + before.get(le, 0)) / total for le in ("0.0025", "0.01")}
 over = [node_over(i) for i in range(1, len(runs) + 1)]
 if all(over):
-    print("the node's own time a purchase (arrival at the shard to answer, Redis's part included), launch by launch: "
+    print("the node's own time a purchase (arrival at the shard to answer, Redis's part and waits for a core included), launch by launch: "
           + "over 2.5 ms " + " ".join(f"{o['0.0025']:.3%}" for o in over)
           + ", over 10 ms " + " ".join(f"{o['0.01']:.3%}" for o in over)
           + "; the p99 allows 1% over 10 ms in all, from the planned send to the answer read")

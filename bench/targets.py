@@ -277,12 +277,13 @@ def main():
             own = [(how, l["own"]) for how, l in full if l["own"]]
             if own:
                 why += ("In the node's own hands (its `/metrics`: from a purchase's arrival at the "
-                        "shard to its answer, Redis's part included), the share of purchases over 10 ms, "
-                        "launch by launch: "
+                        "shard to its answer, Redis's part and any wait for a core meanwhile included), "
+                        "the share of purchases over 10 ms, launch by launch: "
                         + "; ".join(f"{how}, {o[1]} (over 2.5 ms: {o[0]})" for how, o in own)
                         + ", where the p99 allows 1% over 10 ms from the planned send to the answer "
                         "read: what lies between is spent before the shard reads a request or after "
-                        "it answers, in the sockets' queues, waiting for a core, or in the simulator. ")
+                        "it answers, in the sockets' queues, waiting for the shard's turn or the "
+                        "simulator's, or in the simulator itself. ")
             refused = cpu("purchase, sold out (ends on shard)")
             judged_run = full[-1][1]
             if refused and judged_run["kernel"]:
@@ -643,29 +644,44 @@ third round trip, and now reads it alongside them. Timed inside the node, launch
 average before, 1.77, 2.31 and 2.14 after, and with proofs done sooner fewer purchases began \
 one of their own: 17, 19 and 14 a launch before, 7, 10 and 9 after."""
 
-RUN_TO_RUN = """**How the launch's verdict moves from run to run.** The same node and simulator, \
-2026-12-07, an AMD EPYC: a full run at 06:43 found the pinned peak at 28,000/s and, at 80% of \
-it, p99 16.14 99.52 12.19 14.70 55.62 ms (median 16.14: missed), with nginx at 111,760 \
-requests/s and the sold-out refusal at 0.74× of it; the next full run, at 09:01, with nothing \
-changed but the results, found the peak at 40,000/s and, at 32,000/s, p99 10.67 8.04 3.77 \
-12.66 3.78 ms (median 8.04: met), with nginx at 134,599 requests/s and the refusal at 0.88×. \
-Two pinned searches after it (`PIN=1 bench/launch.sh 1 search`, one after the other) found \
+RUN_TO_RUN = """**How the verdicts move from run to run.** The same node and simulator, \
+2026-12-07, an AMD EPYC, three full runs. At 06:43 the pinned peak was 28,000/s and, at 80% \
+of it, p99 16.14 99.52 12.19 14.70 55.62 ms (median 16.14: missed), with nginx at 111,760 \
+requests/s and the sold-out refusal at 0.74× of it. At 09:01 the peak was 40,000/s and, at \
+32,000/s, p99 10.67 8.04 3.77 12.66 3.78 ms (median 8.04: met), with nginx at 134,599 \
+requests/s, the refusal at 0.88× and the purchase path at 0.94× of `redis-benchmark`. At \
+12:02 (the run above, whose launches also count the node's own time) the peak was 32,000/s \
+and, at 25,600/s, p99 10.30 7.14 24.21 27.38 8.38 ms (median 10.30: missed), with nginx at \
+124,452 requests/s, the refusal at 0.87×, and the purchase path at 0.76× (missed): \
+`redis-benchmark` made 36,791 purchases/s against 49,121 at 09:01 (Redis 26.8 µs of CPU a \
+purchase against 19.9), and the node spent 22.1 µs a purchase on the path against 13.0: the \
+machine was slower by a third, and the path, whose three processes wake one another across \
+the cores, by more. In that run's pinned launches 0.03-0.20% of the purchases took over 10 ms \
+in the node's own hands, a fifth to a thirtieth of the 1% the p99 allows; the rest of the \
+tail lay before the shard read a request or after it answered, with core 0 (the simulator, \
+Redis, and the kernel's work for every segment the simulator sends) full in the launch's \
+busiest second. The node's CPU a request grows as the load falls, a request then coming alone \
+and waking the shard: pinned, on the 12:02 machine, about 36 µs a request at 25,600/s and \
+48-54 µs at 16,000/s. Between the runs, two pinned searches after the 09:01 one found \
 44,000/s, and at 35,200/s p99 20.62 6.06 11.99 9.73 51.39 and 41.57 89.86 11.21 6.67 8.54 ms \
-(medians 11.99 and 11.21: missed; p99.9 medians 34.75 and 41.85 ms: met); between them, four \
-pinned launches at 35,200/s had p99 4.75 6.03 4.51 6.73 ms. In the watched launches of the \
-last search, 1.27% of the purchases took over 10 ms, 38% of those in flight during a stop of a \
-core (the machine's agent again, one every 1.1 s), and 0.79% of all purchases outside one: at \
-80% of the peak the verdict lies within the machine's swing from one quarter of an hour to the \
-next. Tried then and not kept: Redis on the node's core rather than the simulator's (four \
+(medians 11.99 and 11.21: missed); between those, four pinned launches at 35,200/s had p99 \
+4.75 6.03 4.51 6.73 ms. At 80% of the peak the verdict lies within the machine's swing from \
+one quarter of an hour to the next. Tried on the 12:02 machine and not kept, pinned, \
+alternating: the simulator on one load thread rather than the scenario's two (at 35,200/s, \
+p99 39.74 130.05 40.70 483.33 ms against 58.08 12.22 56.86 25.47); Redis at nice -5 (at \
+25,600/s, 17.49 7.96 8.86 7.09 ms against 10.49 29.14 5.38 12.64); spinning 200 µs before \
+parking again (at 25,600/s, 8.86 13.44 8.59 66.81 ms against 7.70 5.76 6.67 6.82). Tried \
+after the 09:01 run and not kept: Redis on the node's core rather than the simulator's (four \
 pairs alternating at 35,200/s: p99 6.07 6.69 27.47 8.51 ms against 4.75 6.03 4.51 6.73). \
 Where the simulator's core goes, `perf record -g` on it for 5 s of a pinned launch at \
 30,000/s: 82% of the samples in the kernel and 17% in its own code and libc; 27% of all in \
 waking a socket's reader, 21 points of them as the segment the simulator sent reaches the \
 node (on loopback, in the sender's own softirq) and wakes its shard. Each request is one \
-segment and each answer one, and the shoppers' kernel acknowledges 0.9 of the answers with a segment of its own (a delayed acknowledgement, as a \
-shopper pauses more than 40 ms between requests; `tcpdump` of 2 s of a launch at 4,000/s: \
-8,369 requests, 7,513 such acknowledgements beside the handshakes), paid on the simulator's \
-core, as a remote shopper's would be on the node's machine."""
+segment and each answer one, and the shoppers' kernel acknowledges 0.9 of the answers with a \
+segment of its own (a delayed acknowledgement, as a shopper pauses more than 40 ms between \
+requests; `tcpdump` of 2 s of a launch at 4,000/s: 8,369 requests, 7,513 such \
+acknowledgements beside the handshakes), paid on the simulator's core, as a remote shopper's \
+would be on the node's machine."""
 
 HOLDERS = """**What holds a core when it stops.** A stop is now a gap in a core's timer samples \
 alone: the scheduler's tick may still switch threads during one, so a core that kept switching \

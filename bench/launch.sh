@@ -11,7 +11,8 @@
 # launches), and the launch is then measured at 80% of it. The measured launch runs
 # LAUNCHES times (5), and the target is judged on the medians of their p99 and p99.9.
 # Beside them, the share of each launch's purchases slow in the node's own hands (its
-# /metrics: from the arrival at the shard to the answer), against the 1% the p99 allows.
+# /metrics: from the arrival at the shard to the answer, Redis's part and any wait for a
+# core included), against the 1% the p99 allows.
 #
 #   bench/launch.sh [SHARDS] [RATE|search]
 #   PIN=1 bench/launch.sh 1 RATE   # the node alone on the last core; Redis, the simulator
@@ -50,8 +51,8 @@ tcp_counters() {
        $1 == "TcpExt:" { print $d }' /proc/net/netstat
 }
 # node_times: the node's own time for purchases so far, as its /metrics counts it (from a
-# purchase's arrival at the shard to its answer, Redis's part included): the cumulative
-# buckets of seckill_http_request_duration_seconds, a line each.
+# purchase's arrival at the shard to its answer): the cumulative buckets of
+# seckill_http_request_duration_seconds, a line each.
 node_times() {
   curl -sf "http://127.0.0.1:$aport/metrics" | grep '^seckill_http_request_duration_seconds_bucket{route="purchase"' || true
 }
@@ -257,7 +258,7 @@ print("connections opened a launch: " + " ".join(str(o) for o, _ in tcp)
 # request or after it answers: in the sockets' queues, waiting for the shard's turn or
 # the simulator's, in the simulator itself.
 def node_over(i):
-    before, after = ({} for _ in range(2))
+    before, after = {}, {}
     part = before
     for line in open(os.path.join(work, f"node-times-{i}")):
         if not line.strip():

@@ -9,10 +9,10 @@ use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
-use seckill_dataplane::auth::{issue_token, verify_token, Secret};
+use seckill_core::auth::{issue_token, verify_token, Secret};
+use seckill_core::keys::{partition_of, PartitionKeys};
 use seckill_dataplane::guard::pow::{sign_ticket, verify_ticket, Ticket};
 use seckill_dataplane::guard::{Guard, Limits};
-use seckill_dataplane::keys::{partition_of, PartitionKeys};
 use seckill_dataplane::request::Route;
 use seckill_dataplane::store::{purchase_call, Queued};
 

@@ -3,15 +3,15 @@
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
-use seckill_dataplane::connection::Connection;
+use seckill_core::connection::Connection;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use seckill_dataplane::campaign::{
-    format_instant_ms, valid_admit_rate, Action, Campaign, CampaignSpec,
-};
+use seckill_core::campaign::{format_instant_ms, valid_admit_rate, Action, Campaign, CampaignSpec};
+use seckill_core::{control, ledger, secrets};
 use seckill_dataplane::config::Config;
-use seckill_dataplane::{control, ledger, orders, secrets, server};
+use seckill_dataplane::server;
+use seckill_orders as orders;
 
 #[derive(Parser)]
 #[command(
@@ -391,12 +391,12 @@ fn reconcile(
     }
     let mut con = connect(redis)?;
     let repaired = if repair {
-        Some(seckill_dataplane::reconcile::repair(&mut con, id, &dbs)?)
+        Some(seckill_orders::reconcile::repair(&mut con, id, &dbs)?)
     } else {
         None
     };
-    let report = seckill_dataplane::reconcile::reconcile(&mut con, id, &dbs)?;
-    seckill_dataplane::reconcile::record(&mut con, &report)?;
+    let report = seckill_orders::reconcile::reconcile(&mut con, id, &dbs)?;
+    seckill_orders::reconcile::record(&mut con, &report)?;
     if json {
         let v = serde_json::json!({ "report": report, "repaired": repaired });
         println!("{}", serde_json::to_string_pretty(&v)?);

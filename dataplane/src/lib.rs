@@ -18,8 +18,7 @@
 //!
 //! What every program shares (campaigns, keys and scripts, the control plane, the
 //! sale's clock, signatures) is in `seckill-core`; the order worker and reconciliation
-//! are in `seckill-orders`. Both are re-exported here under their old names, for the
-//! command line and the tests.
+//! are in `seckill-orders`. Callers name them there.
 
 pub mod answer;
 pub mod config;
@@ -32,8 +31,3 @@ pub mod server;
 pub mod shard;
 pub mod store;
 pub mod telemetry;
-
-pub use seckill_core::{
-    auth, backoff, campaign, clock, connection, control, keys, ledger, now_ms, scripts, secrets,
-};
-pub use seckill_orders::{self as orders, reconcile};

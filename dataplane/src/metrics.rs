@@ -380,7 +380,7 @@ pub fn render(m: &Metrics, campaigns: &[CampaignGauges]) -> String {
         "gauge",
         "Redis's clock minus this node's; sales open by Redis's clock.",
     );
-    if let Some(offset) = crate::clock::offset_ms() {
+    if let Some(offset) = seckill_core::clock::offset_ms() {
         let _ = writeln!(
             out,
             "seckill_clock_offset_seconds {}",

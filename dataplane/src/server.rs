@@ -171,7 +171,7 @@ pub fn run_until(
     tracing::info!(
         listen = %settings.listen,
         shards,
-        redis = %crate::secrets::redact(&settings.redis_url),
+        redis = %seckill_core::secrets::redact(&settings.redis_url),
         "starting"
     );
     reserve_descriptors(&settings);

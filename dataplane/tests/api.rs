@@ -273,7 +273,7 @@ fn the_demo_issuer_validates_user_ids() {
     }
     let (code, v) = c.get("/api/time", None);
     assert_eq!(code, 200);
-    let now = seckill_dataplane::now_ms();
+    let now = seckill_core::now_ms();
     assert!((v["now_ms"].as_i64().expect("now_ms") - now).abs() < 5_000);
 }
 

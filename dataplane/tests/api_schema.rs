@@ -46,8 +46,8 @@ fn every_route_answers_as_its_description_says() {
     open_sale(&redis, &node, spec("live", 1000, 4, 1000));
     arm(&redis, &node, queued("room", 100, 10, 60));
     let mut later = spec("later", 10, 2, 1);
-    later.starts_at = Some(seckill_dataplane::campaign::format_instant_ms(
-        seckill_dataplane::now_ms() + 3_600_000,
+    later.starts_at = Some(seckill_core::campaign::format_instant_ms(
+        seckill_core::now_ms() + 3_600_000,
     ));
     arm(&redis, &node, later);
     let c = node.client();

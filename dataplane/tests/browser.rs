@@ -5,9 +5,9 @@
 mod common;
 
 use common::*;
-use seckill_dataplane::campaign::Action;
-use seckill_dataplane::control;
-use seckill_dataplane::keys::QueueKeys;
+use seckill_core::campaign::Action;
+use seckill_core::control;
+use seckill_core::keys::QueueKeys;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -181,12 +181,12 @@ fn a_shopper_waits_for_the_start_buys_pays_and_downloads() {
     let redis = Redis::start();
     let node = Node::start(&redis, 2);
     std::fs::write(node.content_dir().join("album.zip"), vec![42u8; 20_000]).expect("content");
-    let starts = seckill_dataplane::now_ms() + 6_000;
+    let starts = seckill_core::now_ms() + 6_000;
     let mut s = spec("page", 5, 2, 1);
     s.name = "Midnight Sessions".into();
     s.price_cents = 1299;
     s.content_file = Some("album.zip".into());
-    s.starts_at = Some(seckill_dataplane::campaign::format_instant_ms(starts));
+    s.starts_at = Some(seckill_core::campaign::format_instant_ms(starts));
     open_sale(&redis, &node, s);
 
     let b = Browser::start();
@@ -214,7 +214,7 @@ fn a_shopper_waits_for_the_start_buys_pays_and_downloads() {
 
     // At the start the button wakes up; one click buys, a second click does nothing.
     b.wait("the sale to open", |b| !b.disabled("buy"));
-    assert!(seckill_dataplane::now_ms() >= starts - 1000, "opened early");
+    assert!(seckill_core::now_ms() >= starts - 1000, "opened early");
     b.click("#buy");
     let _ = b.js("document.getElementById('buy').click()");
     b.wait("the hold", |b| b.text("order-status") == "held for you");
@@ -296,7 +296,7 @@ fn behind_proof_of_work_the_browser_earns_its_ticket() {
     assert_eq!((l.held, l.buyers), (1, 1), "{l}");
     // The ticket was used: the data plane recorded it beside the order it made.
     let mut con = redis.admin();
-    let keys = seckill_dataplane::keys::PartitionKeys::new("pow", 0);
+    let keys = seckill_core::keys::PartitionKeys::new("pow", 0);
     let once: Vec<String> = redis::cmd("HKEYS")
         .arg(keys.once())
         .query(&mut con)

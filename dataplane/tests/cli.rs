@@ -136,8 +136,8 @@ fn serve_refuses_an_invalid_configuration_naming_the_field() {
 #[test]
 fn a_waiting_room_is_shown_its_rate_changed_and_its_draw_audited() {
     use redis::Commands;
-    use seckill_dataplane::control;
-    use seckill_dataplane::keys::QueueKeys;
+    use seckill_core::control;
+    use seckill_core::keys::QueueKeys;
 
     let redis = Redis::start();
     let dir = tempfile::tempdir().expect("tempdir");
@@ -216,7 +216,7 @@ fn a_waiting_room_is_shown_its_rate_changed_and_its_draw_audited() {
                     "seed_sha1",
                     "899f4c78ac3a2e5a1d35297f2d75e43e17b3f2b9".to_string(),
                 ),
-                ("drawn_ms", seckill_dataplane::now_ms().to_string()),
+                ("drawn_ms", seckill_core::now_ms().to_string()),
                 ("pre", "3".into()),
             ],
         )
@@ -263,10 +263,10 @@ fn exit_codes_tell_a_failed_check_from_one_that_could_not_run() {
 
     // A ledger that does not hold: checked, and failed: 1.
     let mut con = redis.con();
-    seckill_dataplane::control::create(&mut con, common::spec("broken", 10, 2, 1)).expect("create");
-    seckill_dataplane::control::arm(&mut con, "broken").expect("arm");
+    seckill_core::control::create(&mut con, common::spec("broken", 10, 2, 1)).expect("create");
+    seckill_core::control::arm(&mut con, "broken").expect("arm");
     let _: i64 = redis::cmd("HINCRBY")
-        .arg(seckill_dataplane::keys::PartitionKeys::new("broken", 0).part())
+        .arg(seckill_core::keys::PartitionKeys::new("broken", 0).part())
         .arg("stock")
         .arg(3)
         .query(&mut con)

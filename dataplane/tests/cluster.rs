@@ -8,10 +8,10 @@
 mod common;
 
 use common::{open_sale, reconciled, spec, wait_until, Cluster, Node, RedisUrl};
+use seckill_core::campaign::Action;
+use seckill_core::control;
+use seckill_core::keys::{partition_of, PartitionKeys};
 use seckill_core::telemetry;
-use seckill_dataplane::campaign::Action;
-use seckill_dataplane::control;
-use seckill_dataplane::keys::{partition_of, PartitionKeys};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -279,7 +279,7 @@ fn a_waiting_room_on_its_own_slot_reserves_units_on_every_master() {
     let id = "queued";
     let mut con = cluster.con();
     let spec = common::queued(id, 30, 1_000, 60);
-    let spec = seckill_dataplane::campaign::CampaignSpec {
+    let spec = seckill_core::campaign::CampaignSpec {
         partitions: PARTITIONS,
         ..spec
     };

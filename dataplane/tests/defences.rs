@@ -4,7 +4,7 @@
 mod common;
 
 use common::{buy_with, earn_ticket, ledger_holds, limits, open_sale, spec, Client, Node, Redis};
-use seckill_dataplane::control;
+use seckill_core::control;
 use seckill_dataplane::guard::blacklist;
 use std::time::{Duration, Instant};
 
@@ -244,7 +244,7 @@ fn the_breaker_opens_on_a_slow_redis_and_closes_when_it_recovers() {
 
 #[test]
 fn tickets_are_earned_by_work_bound_to_their_owner_used_once_and_capped() {
-    use seckill_dataplane::auth::Secret;
+    use seckill_core::auth::Secret;
     use seckill_dataplane::guard::pow::{sign_ticket, Ticket};
 
     let redis = Redis::start();
@@ -274,7 +274,7 @@ fn tickets_are_earned_by_work_bound_to_their_owner_used_once_and_capped() {
         "ticket_invalid"
     );
     let secret = Secret::new(common::SECRET.as_bytes().to_vec()).expect("secret");
-    let now = seckill_dataplane::now_ms();
+    let now = seckill_core::now_ms();
     let other = sign_ticket(
         &secret,
         &Ticket {

@@ -4,8 +4,8 @@
 mod common;
 
 use common::{open_sale, spec, Node, Redis};
-use seckill_dataplane::campaign::{format_instant_ms, Action};
-use seckill_dataplane::control;
+use seckill_core::campaign::{format_instant_ms, Action};
+use seckill_core::control;
 use std::time::Duration;
 
 /// Polls until the node shows a change, at most `limit`; returns how long that took.
@@ -22,7 +22,7 @@ fn a_sale_opens_at_its_start_and_closes_when_stopped_or_sold_out() {
     let alice = c.token("alice");
 
     // Starts in two seconds: live, but 425 until then, with the instant to wait for.
-    let starts_at_ms = seckill_dataplane::now_ms() + 2_000;
+    let starts_at_ms = seckill_core::now_ms() + 2_000;
     let mut s = spec("launch", 4, 2, 1);
     s.starts_at = Some(format_instant_ms(starts_at_ms));
     control::create(&mut con, s).expect("create");
@@ -42,7 +42,7 @@ fn a_sale_opens_at_its_start_and_closes_when_stopped_or_sold_out() {
     let (code, body) = c.purchase("launch", &alice, None);
     assert_eq!((code, body["error"].as_str()), (425, Some("not_started")));
     assert_eq!(body["starts_at_ms"].as_i64(), Some(starts_at_ms));
-    while seckill_dataplane::now_ms() < starts_at_ms {
+    while seckill_core::now_ms() < starts_at_ms {
         std::thread::sleep(Duration::from_millis(20));
     }
     let (code, body) = c.purchase("launch", &alice, None);
@@ -99,7 +99,7 @@ fn a_campaign_past_its_end_is_gone() {
     let node = Node::start(&redis, 1);
     let c = node.client();
     let mut s = spec("brief", 10, 2, 1);
-    s.ends_at = Some(format_instant_ms(seckill_dataplane::now_ms() + 1_500));
+    s.ends_at = Some(format_instant_ms(seckill_core::now_ms() + 1_500));
     open_sale(&redis, &node, s);
     assert_eq!(c.purchase("brief", &c.token("alice"), None).0, 200);
     std::thread::sleep(Duration::from_millis(1_600));

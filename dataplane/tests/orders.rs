@@ -4,10 +4,10 @@
 mod common;
 
 use common::{get_text, open_sale, reconciled, spec, Client, Node, Redis, WorkerProc, SECRET};
-use seckill_dataplane::auth::{sign_download, Secret};
-use seckill_dataplane::keys::PartitionKeys;
-use seckill_dataplane::orders::OrderDb;
-use seckill_dataplane::{control, scripts};
+use seckill_core::auth::{sign_download, Secret};
+use seckill_core::keys::PartitionKeys;
+use seckill_core::{control, scripts};
+use seckill_orders::OrderDb;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -261,7 +261,7 @@ fn a_payment_racing_the_expiry_of_its_hold_either_pays_or_expires() {
     let url = redis.url();
     let releaser = std::thread::spawn(move || {
         let mut con = control::connect(&url).expect("connect");
-        while seckill_dataplane::now_ms() < pay_by + 300 {
+        while seckill_core::now_ms() < pay_by + 300 {
             for p in 0..2 {
                 let k = PartitionKeys::new("race", p);
                 let _: i64 = scripts::RELEASE
@@ -286,7 +286,7 @@ fn a_payment_racing_the_expiry_of_its_hold_either_pays_or_expires() {
                 let mut answers = Vec::new();
                 for (j, (token, id)) in chunk.iter().enumerate() {
                     let at = pay_by - 100 + ((i * 15 + j) as i64 * 200 / 120);
-                    while seckill_dataplane::now_ms() < at {
+                    while seckill_core::now_ms() < at {
                         std::thread::sleep(Duration::from_millis(1));
                     }
                     let (code, _) = c.pay(id, token);
@@ -389,7 +389,7 @@ fn download_links_serve_the_file_only_when_valid() {
     assert_eq!(code, 403);
     // Expired: a correctly signed link whose time is up.
     let secret = Secret::new(SECRET.as_bytes().to_vec()).expect("secret");
-    let old = sign_download(&secret, &id, seckill_dataplane::now_ms() - 1);
+    let old = sign_download(&secret, &id, seckill_core::now_ms() - 1);
     let (code, v) = c.get(&format!("/dl/{old}"), None);
     assert_eq!((code, v["error"].as_str()), (410, Some("link_expired")));
     assert_eq!(c.get("/dl/garbage", None).0, 403);
@@ -422,7 +422,7 @@ fn repair_waits_out_a_lease_before_it_releases_overdue_holds() {
     assert!(r.holds() && r.ledger.held == 6, "{r}");
     // No worker of the node releases them now.
     node.kill();
-    while seckill_dataplane::now_ms() < pay_by + 100 {
+    while seckill_core::now_ms() < pay_by + 100 {
         std::thread::sleep(Duration::from_millis(20));
     }
     // Each partition lent as a sold-out shard takes one: the first for 7 s, longer than
@@ -476,7 +476,7 @@ fn repair_waits_out_a_lease_before_it_releases_overdue_holds() {
     assert!(out.contains("3 holds released"), "{out}");
     assert!(!out.contains("still wait"), "{out}");
     let r =
-        seckill_dataplane::reconcile::reconcile(&mut con, "lent", &[node.db()]).expect("reconcile");
+        seckill_orders::reconcile::reconcile(&mut con, "lent", &[node.db()]).expect("reconcile");
     assert!(r.holds(), "{r}");
     assert_eq!(
         (r.ledger.remaining, r.ledger.held, r.ledger.sold),
@@ -581,13 +581,13 @@ fn reconciliation_sees_a_sale_without_an_order_and_a_lost_hold_behind_a_stale_on
     assert!(r.holds(), "{r}");
     // Drained: from here on, what reconciliation reads at once is the verdict.
     let read = || {
-        seckill_dataplane::reconcile::reconcile(&mut redis.con(), "books", &[node.db()])
+        seckill_orders::reconcile::reconcile(&mut redis.con(), "books", &[node.db()])
             .expect("reconcile")
     };
     let k = PartitionKeys::new("books", 0);
     let mut con = redis.admin();
     let hincr =
-        |con: &mut seckill_dataplane::connection::Connection, key: &str, field: &str, by: i64| {
+        |con: &mut seckill_core::connection::Connection, key: &str, field: &str, by: i64| {
             let _: i64 = redis::cmd("HINCRBY")
                 .arg(key)
                 .arg(field)
@@ -629,7 +629,7 @@ fn reconciliation_sees_a_sale_without_an_order_and_a_lost_hold_behind_a_stale_on
         .expect("plant");
     let _: i64 = redis::cmd("ZADD")
         .arg(k.holds())
-        .arg(seckill_dataplane::now_ms() + 60_000)
+        .arg(seckill_core::now_ms() + 60_000)
         .arg(stale)
         .query(&mut con)
         .expect("plant");
@@ -640,7 +640,7 @@ fn reconciliation_sees_a_sale_without_an_order_and_a_lost_hold_behind_a_stale_on
     // The ledger alone (`campaign show`) sees it too: a stale entry backs no held unit.
     let mut ops = redis.con();
     let campaign = control::get(&mut ops, "books").expect("campaign");
-    let l = seckill_dataplane::ledger::check(&mut ops, &campaign).expect("ledger");
+    let l = seckill_core::ledger::check(&mut ops, &campaign).expect("ledger");
     assert!(
         l.violations
             .iter()
@@ -668,7 +668,7 @@ fn codes_from_the_pool_go_to_one_order_each() {
 
     std::fs::write(&codes_path, codes.join("\n")).expect("codes");
     control::arm(&mut con, "keys").expect("arm");
-    control::act(&mut con, "keys", seckill_dataplane::campaign::Action::Start).expect("start");
+    control::act(&mut con, "keys", seckill_core::campaign::Action::Start).expect("start");
     let c = node.client();
     common::wait_state(&node, "keys", "live");
     let held = crowd(&node, "keys", 0..30, 6);
@@ -704,12 +704,12 @@ fn metric(node: &Node, name: &str) -> f64 {
 }
 
 /// Entries read by a worker and not acknowledged, over the campaign's streams.
-fn pending(con: &mut seckill_dataplane::connection::Connection, id: &str, parts: u32) -> i64 {
+fn pending(con: &mut seckill_core::connection::Connection, id: &str, parts: u32) -> i64 {
     (0..parts)
         .map(|p| {
             let summary: Vec<redis::Value> = redis::cmd("XPENDING")
                 .arg(PartitionKeys::new(id, p).events())
-                .arg(seckill_dataplane::keys::WORKER_GROUP)
+                .arg(seckill_core::keys::WORKER_GROUP)
                 .query(con)
                 .expect("xpending");
             match summary.first() {
@@ -734,7 +734,7 @@ fn paid_orders_the_pool_cannot_serve_stay_pending_until_codes_come() {
 
     // Four codes go missing from the pool before anyone pays.
     let mut con = redis.con();
-    let pool = seckill_dataplane::keys::CodeKeys::new("short").pool();
+    let pool = seckill_core::keys::CodeKeys::new("short").pool();
     let taken: Vec<String> = redis::cmd("LPOP")
         .arg(&pool)
         .arg(4)

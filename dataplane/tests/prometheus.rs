@@ -278,7 +278,7 @@ fn one(result: &[Sample], what: &str) -> f64 {
 }
 
 /// A campaign's figure on a panel: read once, and the ledger's.
-fn figure(result: &[Sample], what: &str, want: i64, ledger: &seckill_dataplane::ledger::Ledger) {
+fn figure(result: &[Sample], what: &str, want: i64, ledger: &seckill_core::ledger::Ledger) {
     let got = one(result, what);
     let twice = if want != 0 && got == 2.0 * want as f64 {
         " (twice the ledger: summed over the two nodes)"
@@ -458,7 +458,7 @@ fn the_dashboard_and_alerts_read_true_on_a_real_prometheus() {
     // The workers drain the order streams; a reconciliation is recorded, as the CLI does.
     let report = reconciled(&redis, CAMPAIGN, &[n1.db(), n2.db()]);
     assert!(report.holds() && report.drained(), "{report:?}");
-    seckill_dataplane::reconcile::record(&mut redis.con(), &report).expect("record");
+    seckill_orders::reconcile::record(&mut redis.con(), &report).expect("record");
     let ledger = ledger_holds(&redis, CAMPAIGN);
     assert_eq!(ledger.sold as usize, paid, "{ledger}");
     // Deliveries trail the payments by the worker's poll; wait for every one, and for the
@@ -577,7 +577,7 @@ fn the_dashboard_and_alerts_read_true_on_a_real_prometheus() {
         ledger_holds(&redis, "last-units"),
     ];
     for (title, id, expr) in dashboard_queries() {
-        let pick: fn(&seckill_dataplane::ledger::Ledger) -> i64 = match title.as_str() {
+        let pick: fn(&seckill_core::ledger::Ledger) -> i64 = match title.as_str() {
             "Remaining" => |l| l.remaining + l.in_transit,
             "Held" => |l| l.held,
             "Sold" => |l| l.sold,
@@ -605,7 +605,7 @@ fn the_dashboard_and_alerts_read_true_on_a_real_prometheus() {
 /// ledger and the surge say it must show.
 fn check_panels(
     prom: &Prometheus,
-    ledger: &seckill_dataplane::ledger::Ledger,
+    ledger: &seckill_core::ledger::Ledger,
     instances: &BTreeSet<String>,
 ) {
     let mut checked = 0;

@@ -6,12 +6,12 @@
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
 
-use seckill_dataplane::auth::{
+use seckill_core::auth::{
     issue_token, sign_download, valid_user_id, verify_download, verify_token, Secret, TokenError,
 };
+use seckill_core::keys::{partition_of, PartitionKeys};
 use seckill_dataplane::guard::bucket::Bucket;
 use seckill_dataplane::guard::pow::{sign_ticket, verify_ticket, Ticket};
-use seckill_dataplane::keys::{partition_of, PartitionKeys};
 use seckill_dataplane::request::Route;
 use seckill_dataplane::store::slot_of;
 

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{get_text, open_sale, spec, Node, Redis, SECRET};
-use seckill_dataplane::auth::{issue_token, Secret};
+use seckill_core::auth::{issue_token, Secret};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -40,7 +40,7 @@ fn purchases_waiting_for_one_partition_share_a_call_and_each_gets_its_own_answer
                 issue_token(
                     &secret,
                     &format!("lane-{i}"),
-                    seckill_dataplane::now_ms() + 600_000,
+                    seckill_core::now_ms() + 600_000,
                 )
             })
             .collect(),
@@ -118,13 +118,12 @@ fn purchases_waiting_for_one_partition_share_a_call_and_each_gets_its_own_answer
     eprintln!("{r}");
     assert!(r.holds() && r.drained() && r.missing.is_empty(), "{r}");
     assert_eq!(r.orders_in_stores.get("held"), Some(&STOCK));
-    let stored: HashMap<String, String> =
-        seckill_dataplane::orders::OrderDb::open_existing(&node.db())
-            .and_then(|db| db.orders("lane"))
-            .expect("the store")
-            .into_iter()
-            .map(|o| (o.order_id, o.user_id))
-            .collect();
+    let stored: HashMap<String, String> = seckill_orders::OrderDb::open_existing(&node.db())
+        .and_then(|db| db.orders("lane"))
+        .expect("the store")
+        .into_iter()
+        .map(|o| (o.order_id, o.user_id))
+        .collect();
     for (i, a) in &by_shopper {
         if let (200, Some(o)) = &a[0] {
             assert_eq!(stored.get(o), Some(&format!("lane-{i}")), "order {o}");
@@ -139,7 +138,7 @@ fn a_partition_of_another_key_layout_sells_nothing() {
     let redis = Redis::start();
     let node = Node::start(&redis, 1);
     open_sale(&redis, &node, spec("old", 5, 1, 1));
-    let part = seckill_dataplane::keys::PartitionKeys::new("old", 0).part();
+    let part = seckill_core::keys::PartitionKeys::new("old", 0).part();
     let mut con = redis.admin();
     let _: () = redis::cmd("HDEL")
         .arg(&part)

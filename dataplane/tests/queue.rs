@@ -11,8 +11,8 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use seckill_dataplane::campaign::{Action, CampaignSpec};
-use seckill_dataplane::control;
+use seckill_core::campaign::{Action, CampaignSpec};
+use seckill_core::control;
 
 fn start(redis: &Redis, id: &str) {
     control::act(&mut redis.con(), id, Action::Start).expect("start");
@@ -560,8 +560,8 @@ fn the_room_refuses_what_it_should() {
     // themselves want a pass once the campaign is live.
     start(&redis, "room");
     wait_state(&node, "room", "live");
-    let k = seckill_dataplane::keys::PartitionKeys::new("room", 0);
-    let reply: Vec<String> = seckill_dataplane::scripts::PURCHASE
+    let k = seckill_core::keys::PartitionKeys::new("room", 0);
+    let reply: Vec<String> = seckill_core::scripts::PURCHASE
         .key(k.part())
         .key(k.buyers())
         .key(k.holds())
@@ -592,8 +592,7 @@ fn with_proof_of_work_the_work_buys_a_place_in_the_pre_queue_however_early() {
     let node = Node::start(&redis, 1);
     let c = node.client();
     // The sale opens in an hour, far beyond the ticket window before an opening.
-    let starts =
-        seckill_dataplane::campaign::format_instant_ms(seckill_dataplane::now_ms() + 3_600_000);
+    let starts = seckill_core::campaign::format_instant_ms(seckill_core::now_ms() + 3_600_000);
     let spec = CampaignSpec {
         require_ticket: true,
         starts_at: Some(starts),

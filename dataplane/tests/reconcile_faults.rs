@@ -5,10 +5,10 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use std::collections::{HashMap, HashSet};
 
-use seckill_dataplane::control::PartitionStock;
-use seckill_dataplane::keys::OrderId;
-use seckill_dataplane::ledger::{tally, PartitionRead};
-use seckill_dataplane::reconcile::{judge, Evidence, RedisOrder, Report, StreamState};
+use seckill_core::control::PartitionStock;
+use seckill_core::keys::OrderId;
+use seckill_core::ledger::{tally, PartitionRead};
+use seckill_orders::reconcile::{judge, Evidence, RedisOrder, Report, StreamState};
 
 /// The campaign of the generated ledgers, and the instant they are judged at.
 const SHOP: &str = "shop";

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{ledger_holds, open_sale, reconciled, spec, Node, Redis, SECRET};
-use seckill_dataplane::auth::{issue_token, Secret};
+use seckill_core::auth::{issue_token, Secret};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,7 +33,7 @@ fn a_node_restarted_in_a_surge_never_calls_the_live_sale_unknown() {
                 let mut agent = new_agent();
                 while !stop.load(Ordering::Relaxed) {
                     let user = format!("u{}", next_user.fetch_add(1, Ordering::Relaxed));
-                    let token = issue_token(&secret, &user, seckill_dataplane::now_ms() + 600_000);
+                    let token = issue_token(&secret, &user, seckill_core::now_ms() + 600_000);
                     let reply = agent
                         .post(&url)
                         .header("Authorization", &format!("Bearer {token}"))
@@ -93,9 +93,8 @@ fn a_node_restarted_in_a_surge_never_calls_the_live_sale_unknown() {
     assert!(r.holds(), "{r}");
     let mut con = redis.con();
     for order in &acknowledged {
-        let id = seckill_dataplane::keys::OrderId::parse(order).expect("order id");
-        let key =
-            seckill_dataplane::keys::PartitionKeys::new(id.campaign, id.partition).order(order);
+        let id = seckill_core::keys::OrderId::parse(order).expect("order id");
+        let key = seckill_core::keys::PartitionKeys::new(id.campaign, id.partition).order(order);
         let status: Option<String> = redis::cmd("HGET")
             .arg(key)
             .arg("status")

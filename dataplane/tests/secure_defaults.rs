@@ -9,7 +9,7 @@ use common::{
     agent, answers, body_json, body_text, free_port, open_sale, spec, status_of, wait_until,
     write_secret, Node, Redis, SECRET,
 };
-use seckill_dataplane::auth::{issue_token, Secret};
+use seckill_core::auth::{issue_token, Secret};
 use std::path::Path;
 use std::process::{Child, Command, Output};
 use std::time::Duration;
@@ -96,14 +96,10 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
     // The shop's backend signs its shoppers' tokens with the shared secret.
     let mut con = redis.con();
     let s = spec("deploy", 10, 2, 1);
-    seckill_dataplane::control::create(&mut con, s).expect("create");
-    seckill_dataplane::control::arm(&mut con, "deploy").expect("arm");
-    seckill_dataplane::control::act(
-        &mut con,
-        "deploy",
-        seckill_dataplane::campaign::Action::Start,
-    )
-    .expect("start");
+    seckill_core::control::create(&mut con, s).expect("create");
+    seckill_core::control::arm(&mut con, "deploy").expect("arm");
+    seckill_core::control::act(&mut con, "deploy", seckill_core::campaign::Action::Start)
+        .expect("start");
     // Fresh connections land on any shard: 16 in a row that see the sale live.
     wait_until(
         "every shard to show the sale",
@@ -111,7 +107,7 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
         || (0..16).all(|_| get(&format!("{base}/api/campaigns/deploy")).1["state"] == "live"),
     );
     let shop = Secret::new(SECRET.as_bytes().to_vec()).expect("secret");
-    let now = seckill_dataplane::now_ms();
+    let now = seckill_core::now_ms();
     let buy = |token: &str| match agent()
         .post(&format!("{base}/api/campaigns/deploy/purchase"))
         .header("Authorization", &format!("Bearer {token}"))
@@ -271,7 +267,7 @@ fn a_secret_others_can_read_or_a_short_one_is_refused() {
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     // Six bytes of 0xff read as 18 bytes after a lossy conversion; they are six.
     let short = dir.path().join("short");
-    seckill_dataplane::secrets::create_private(&short, &[0xff; 31]).expect("write");
+    seckill_core::secrets::create_private(&short, &[0xff; 31]).expect("write");
     for (file, says) in [(&open, "chmod 600"), (&short, "fewer than 32 bytes")] {
         let o = dataplane(dir.path(), &["serve", "--secret-file"])
             .arg(file)
@@ -303,7 +299,7 @@ fn just_secret_writes_a_file_only_its_owner_can_read() {
         .mode()
         & 0o777;
     assert_eq!(mode, 0o600);
-    assert!(seckill_dataplane::secrets::read_secret(&secret).is_ok());
+    assert!(seckill_core::secrets::read_secret(&secret).is_ok());
 }
 
 #[test]
@@ -312,7 +308,7 @@ fn a_rotated_secret_still_accepts_the_previous_ones_tokens() {
     let keys = tempfile::tempdir().expect("tempdir");
     let previous = keys.path().join("previous");
     let old = b"the secret the shop signed with until today";
-    seckill_dataplane::secrets::create_private(&previous, old).expect("write");
+    seckill_core::secrets::create_private(&previous, old).expect("write");
     let node = Node::start_with(
         &redis,
         1,
@@ -320,7 +316,7 @@ fn a_rotated_secret_still_accepts_the_previous_ones_tokens() {
     );
     open_sale(&redis, &node, spec("rot", 10, 1, 1));
     let c = node.client();
-    let now = seckill_dataplane::now_ms();
+    let now = seckill_core::now_ms();
     let signed_by = |secret: &[u8], user: &str| {
         issue_token(
             &Secret::new(secret.to_vec()).expect("secret"),
@@ -339,7 +335,7 @@ fn a_rotated_secret_still_accepts_the_previous_ones_tokens() {
     // What the node signs itself (the demo issuer's tokens here) uses the first secret.
     let own = c.token("own");
     let new = Secret::new(SECRET.as_bytes().to_vec()).expect("secret");
-    assert!(seckill_dataplane::auth::verify_token(&new, &own, now, i64::MAX).is_ok());
+    assert!(seckill_core::auth::verify_token(&new, &own, now, i64::MAX).is_ok());
     let l = common::ledger_holds(&redis, "rot");
     assert_eq!(l.held, 2, "{l}");
 }
@@ -428,7 +424,7 @@ fn a_redis_password_never_shows_in_errors_or_help() {
     let redis = Redis::start();
     let dir = tempfile::tempdir().expect("tempdir");
     let wrong = dir.path().join("wrong");
-    seckill_dataplane::secrets::create_private(&wrong, b"not-the-password-4f2a").expect("write");
+    seckill_core::secrets::create_private(&wrong, b"not-the-password-4f2a").expect("write");
     let o = dataplane(dir.path(), &["campaign", "list"])
         .args([
             "--redis",

@@ -5,10 +5,10 @@
 mod common;
 
 use common::{buy_with, earn_ticket, ledger_holds, open_sale, spec, wait_state, Node, Redis};
-use seckill_dataplane::campaign::Action;
-use seckill_dataplane::control;
-use seckill_dataplane::keys::{CodeKeys, TicketKeys};
-use seckill_dataplane::scripts;
+use seckill_core::campaign::Action;
+use seckill_core::control;
+use seckill_core::keys::{CodeKeys, TicketKeys};
+use seckill_core::scripts;
 use std::time::Duration;
 
 #[test]
@@ -107,8 +107,8 @@ fn no_tickets_for_drafts_or_before_the_window_ahead_of_the_opening() {
     control::create(&mut con, draft).expect("create");
     let mut later = spec("later", 5, 1, 1);
     later.require_ticket = true;
-    let opens = seckill_dataplane::now_ms() + 3_600_000;
-    later.starts_at = Some(seckill_dataplane::campaign::format_instant_ms(opens));
+    let opens = seckill_core::now_ms() + 3_600_000;
+    later.starts_at = Some(seckill_core::campaign::format_instant_ms(opens));
     control::create(&mut con, later).expect("create");
     control::arm(&mut con, "later").expect("arm");
     wait_state(&node, "later", "armed");
@@ -130,7 +130,7 @@ fn no_tickets_for_drafts_or_before_the_window_ahead_of_the_opening() {
 
     // The issuing script checks the campaign's state itself, atomically with the cap:
     // whatever a shard believes, a draft gets nothing and the window holds.
-    let issue = |con: &mut seckill_dataplane::connection::Connection, id: &str, window_ms: i64| {
+    let issue = |con: &mut seckill_core::connection::Connection, id: &str, window_ms: i64| {
         let k = TicketKeys::new(id);
         let _: () = redis::cmd("SET")
             .arg(k.challenge("c1"))
@@ -144,7 +144,7 @@ fn no_tickets_for_drafts_or_before_the_window_ahead_of_the_opening() {
             .key(k.rules())
             .arg("early-bird")
             .arg("a-ticket")
-            .arg(seckill_dataplane::now_ms() + 60_000)
+            .arg(seckill_core::now_ms() + 60_000)
             .arg(window_ms)
             .invoke(con)
             .expect("script");
@@ -221,7 +221,7 @@ fn arming_twice_at_once_loads_every_code_exactly_once() {
         pool.sort();
         assert_eq!(pool, codes, "round {round}: every code once, none lost");
         let c = control::get(&mut con, &id).expect("campaign");
-        assert_eq!(c.state, seckill_dataplane::campaign::State::Armed);
+        assert_eq!(c.state, seckill_core::campaign::State::Armed);
         ledger_holds(&redis, &id);
     }
 }

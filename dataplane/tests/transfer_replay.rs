@@ -11,12 +11,12 @@ use redis::Commands;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
-use seckill_dataplane::campaign::Campaign;
-use seckill_dataplane::connection::Connection;
-use seckill_dataplane::control;
-use seckill_dataplane::keys::PartitionKeys;
-use seckill_dataplane::ledger;
-use seckill_dataplane::scripts;
+use seckill_core::campaign::Campaign;
+use seckill_core::connection::Connection;
+use seckill_core::control;
+use seckill_core::keys::PartitionKeys;
+use seckill_core::ledger;
+use seckill_core::scripts;
 
 /// One step of the transfers between a campaign's partitions, in any order shards, a crash
 /// and the rebalancer may leave them.

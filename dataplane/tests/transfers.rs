@@ -4,15 +4,15 @@
 mod common;
 
 use common::Redis;
-use seckill_dataplane::campaign::Action;
+use seckill_core::campaign::Action;
+use seckill_core::keys::PartitionKeys;
+use seckill_core::{control, ledger, scripts};
 use seckill_dataplane::config::{RedisClientConfig, RedisTarget};
 use seckill_dataplane::guard::breaker::BreakerConfig;
-use seckill_dataplane::keys::PartitionKeys;
 use seckill_dataplane::store::{rebalance, RedisConn, Store};
-use seckill_dataplane::{control, ledger, scripts};
 use std::time::Duration;
 
-fn stocks(con: &mut seckill_dataplane::connection::Connection, id: &str) -> Vec<i64> {
+fn stocks(con: &mut seckill_core::connection::Connection, id: &str) -> Vec<i64> {
     let c = control::get(con, id).expect("campaign");
     control::partitions(con, &c)
         .expect("partitions")
@@ -22,12 +22,7 @@ fn stocks(con: &mut seckill_dataplane::connection::Connection, id: &str) -> Vec<
 }
 
 /// A live campaign of `total` units on `partitions` partitions, one unit a buyer.
-fn open(
-    con: &mut seckill_dataplane::connection::Connection,
-    id: &str,
-    total: u64,
-    partitions: u32,
-) {
+fn open(con: &mut seckill_core::connection::Connection, id: &str, total: u64, partitions: u32) {
     control::create(con, common::spec(id, total, partitions, 1)).expect("create");
     control::arm(con, id).expect("arm");
     control::act(con, id, Action::Start).expect("start");
@@ -138,7 +133,7 @@ fn the_rebalancer_refills_an_empty_partition() {
 
 /// `lease.lua` on a partition: its answer, as `{lent, seq, first answers...}`.
 fn lease(
-    con: &mut seckill_dataplane::connection::Connection,
+    con: &mut seckill_core::connection::Connection,
     p: u32,
     ms: u64,
     seq: &str,
@@ -163,7 +158,7 @@ fn a_lent_partition_takes_no_units_until_its_lease_is_over() {
     let mut con = redis.con();
     open(&mut con, "lend", 20, 2);
     let c = control::get(&mut con, "lend").expect("campaign");
-    let transfer = |con: &mut seckill_dataplane::connection::Connection, from: u32, to: u32| {
+    let transfer = |con: &mut seckill_core::connection::Connection, from: u32, to: u32| {
         let src = PartitionKeys::new("lend", from);
         let v: (i64, String, i64, i64, i64) = scripts::TRANSFER_OUT
             .key(src.part())
@@ -183,7 +178,7 @@ fn a_lent_partition_takes_no_units_until_its_lease_is_over() {
             .expect("transfer in");
         (v.1, v.0, applied)
     };
-    let ack = |con: &mut seckill_dataplane::connection::Connection, from: u32, id: &str| {
+    let ack = |con: &mut seckill_core::connection::Connection, from: u32, id: &str| {
         let src = PartitionKeys::new("lend", from);
         let _: i64 = scripts::TRANSFER_ACK
             .key(src.part())
@@ -221,7 +216,7 @@ fn a_lent_partition_takes_no_units_until_its_lease_is_over() {
     // Once it is over, the transfer is applied, once.
     std::thread::sleep(Duration::from_millis(450));
     let dst = PartitionKeys::new("lend", 0);
-    let apply = |con: &mut seckill_dataplane::connection::Connection| -> i64 {
+    let apply = |con: &mut seckill_core::connection::Connection| -> i64 {
         scripts::TRANSFER_IN
             .key(dst.part())
             .key(dst.transfers_in())

@@ -5,9 +5,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use seckill_dataplane::auth::{self, Secret};
+use seckill_core::auth::{self, Secret};
 use seckill_dataplane::guard::{self, pow};
-use seckill_dataplane::keys::OrderId;
+use seckill_core::keys::OrderId;
 use seckill_dataplane::request::{self, PurchaseBody, Route, SessionBody, SolutionBody};
 
 fuzz_target!(|data: &[u8]| {

@@ -6,7 +6,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::auth::Secret;
+use seckill_core::auth::Secret;
 
 mod sections;
 pub use sections::{
@@ -160,7 +160,7 @@ pub struct Settings {
     pub node: String,
     pub started_ms: i64,
     pub listen: SocketAddr,
-    /// The Redis URL with the password in it: never to be shown (see [`crate::secrets::redact`]).
+    /// The Redis URL with the password in it: never to be shown (see [`seckill_core::secrets::redact`]).
     pub redis_url: String,
     /// The Redis server, or seed nodes of a Redis Cluster (`redis` may list several,
     /// separated by commas).
@@ -188,8 +188,8 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn worker_options(&self) -> crate::orders::WorkerOptions {
-        crate::orders::WorkerOptions {
+    pub fn worker_options(&self) -> seckill_orders::WorkerOptions {
+        seckill_orders::WorkerOptions {
             name: self.worker.name.clone(),
             redis_url: self.redis_url.clone(),
             db: self.worker.db.clone(),
@@ -240,8 +240,9 @@ impl Config {
                     format!("'{}' is not a host:port address", self.listen),
                 )
             })?;
-        let redis_url = crate::secrets::redis_url(&self.redis, self.redis_password_file.as_deref())
-            .map_err(|e| bad("redis_password_file", e))?;
+        let redis_url =
+            seckill_core::secrets::redis_url(&self.redis, self.redis_password_file.as_deref())
+                .map_err(|e| bad("redis_password_file", e))?;
         let redis = redis_url
             .split(',')
             .map(|u| RedisTarget::parse(u.trim()))
@@ -479,7 +480,7 @@ impl Config {
         };
         Ok(Settings {
             node,
-            started_ms: crate::now_ms(),
+            started_ms: seckill_core::now_ms(),
             listen,
             redis_url,
             redis,
@@ -508,7 +509,7 @@ impl Config {
 
 /// A signing secret from a file only its owner may read, counted in raw bytes.
 fn read_secret(path: &Path, field: &str) -> Result<Secret, ConfigError> {
-    crate::secrets::read_secret(path).map_err(|e| bad(field, e))
+    seckill_core::secrets::read_secret(path).map_err(|e| bad(field, e))
 }
 
 /// This machine's name, for node names.
@@ -528,7 +529,7 @@ mod tests {
     fn with_secret(text: &str) -> (tempfile::TempDir, Config) {
         let dir = tempfile::tempdir().expect("tempdir");
         let secret = dir.path().join("secret");
-        crate::secrets::create_private(&secret, b"a secret of more than thirty-two bytes\n")
+        seckill_core::secrets::create_private(&secret, b"a secret of more than thirty-two bytes\n")
             .expect("write");
         let mut c = Config::from_toml(text).expect("parses");
         c.secret_file = secret;
@@ -610,12 +611,12 @@ mod tests {
         // Six bytes of 0xff are six bytes, however a lossy conversion would count them.
         for short in [&b"short"[..], &[0xff; 6], &[0xff; 31]] {
             let p = dir.path().join(format!("short{}", short.len()));
-            crate::secrets::create_private(&p, short).expect("write");
+            seckill_core::secrets::create_private(&p, short).expect("write");
             c.secret_file = p;
             assert_eq!(c.validate().expect_err("short").field, "secret_file");
         }
         let p = dir.path().join("raw");
-        crate::secrets::create_private(&p, &[0xff; 32]).expect("write");
+        seckill_core::secrets::create_private(&p, &[0xff; 32]).expect("write");
         c.secret_file = p.clone();
         assert!(c.validate().is_ok(), "32 raw bytes are enough");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).expect("chmod");

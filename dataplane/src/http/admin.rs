@@ -78,7 +78,7 @@ async fn answer(shard: &Shard, metrics: &Metrics, req: Request<Incoming>) -> Rep
         "/healthz" => json(StatusCode::OK, &json!({ "status": "ok" })),
         "/readyz" => match metrics
             .ready()
-            .and_then(|()| crate::clock::check(shard.settings.control.max_clock_skew_ms))
+            .and_then(|()| seckill_core::clock::check(shard.settings.control.max_clock_skew_ms))
         {
             Ok(()) => json(StatusCode::OK, &json!({ "status": "ready" })),
             Err(reason) => json(
@@ -110,7 +110,7 @@ async fn stock(shard: &Shard, metrics: &Metrics) -> Vec<CampaignGauges> {
     let views = shard.campaigns();
     let ids: Vec<&str> = views.iter().map(|v| v.campaign.spec.id.as_str()).collect();
     metrics.forget_except(&ids);
-    let now_ms = crate::clock::local_ms();
+    let now_ms = seckill_core::clock::local_ms();
     let ttl_ms = (shard.settings.metrics.ended_campaign_ttl_s as i64).saturating_mul(1000);
     for v in &views {
         let c = &v.campaign;

@@ -30,11 +30,12 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::answer::{Endpoint, Outcome};
+use crate::guard;
 use crate::shard::Shard;
-use crate::{auth, guard};
 use body::BodyRead;
 use reply::Reply;
 use request::{Headers, Route};
+use seckill_core::auth;
 use std::net::IpAddr;
 use std::time::Instant;
 
@@ -359,7 +360,7 @@ fn starting(shard: &Shard) -> Result<(), ApiError> {
 fn authenticate(shard: &Shard, headers: &(impl Headers + ?Sized)) -> Result<Rc<str>, ApiError> {
     let header = headers.value(&hyper::header::AUTHORIZATION);
     let s = &shard.settings;
-    let now_ms = crate::clock::coarse_now_ms();
+    let now_ms = seckill_core::clock::coarse_now_ms();
     let known = request::bearer_bytes(header).and_then(|t| shard.tokens.borrow().user(t, now_ms));
     let user = match known {
         Some(user) => user,

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::time::{Duration, Instant};
 
-use crate::keys::partition_of;
 use crate::store::{Lease, Store, StoreError};
+use seckill_core::keys::partition_of;
 
 /// How long Redis keeps a partition lent: units that come back to a lent partition
 /// (expired holds, transfers) wait at most this long after the last renewal.

@@ -10,20 +10,20 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::Shard;
-use crate::backoff::Backoff;
-use crate::campaign::State;
-use crate::keys;
 use crate::store::{self, StoreError};
+use seckill_core::backoff::Backoff;
+use seckill_core::campaign::State;
+use seckill_core::keys;
 use seckill_core::protocol;
 use seckill_core::telemetry::{ShardRecord, FORGET_MS, RECORD_TTL_S};
 
-/// Measures this machine's clock against Redis's (see [`crate::clock`]).
+/// Measures this machine's clock against Redis's (see [`seckill_core::clock`]).
 async fn sample_clock(shard: &Shard) -> Result<(), StoreError> {
-    let (sent, sent_ms) = (std::time::Instant::now(), crate::clock::local_ms());
+    let (sent, sent_ms) = (std::time::Instant::now(), seckill_core::clock::local_ms());
     let t = shard.store.conn.query(&protocol::time()).await?;
-    let (rtt, received_ms) = (sent.elapsed(), crate::clock::local_ms());
+    let (rtt, received_ms) = (sent.elapsed(), seckill_core::clock::local_ms());
     if let Some(redis_ms) = protocol::read_time(&t) {
-        crate::clock::observe(sent_ms, redis_ms, received_ms, rtt);
+        seckill_core::clock::observe(sent_ms, redis_ms, received_ms, rtt);
     }
     Ok(())
 }
@@ -152,7 +152,7 @@ pub(super) async fn report_loop(shard: Rc<Shard>) {
             shard: shard.index,
             shards: shard.settings.shards,
             started_ms: shard.settings.started_ms,
-            at_ms: crate::now_ms(),
+            at_ms: seckill_core::now_ms(),
             window_ms: window.as_millis() as u64,
             outcomes,
             routes,

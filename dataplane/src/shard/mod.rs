@@ -10,10 +10,10 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::answer::{Endpoint, Outcome};
-use crate::campaign::{Campaign, State};
 use crate::config::Settings;
 use crate::guard::Guard;
 use crate::store::{self, Store, StoreError};
+use seckill_core::campaign::{Campaign, State};
 use seckill_core::protocol::{self, QueueProgress};
 
 mod demand;
@@ -259,12 +259,12 @@ impl Shard {
         settings: Rc<Settings>,
         metrics: std::sync::Arc<crate::metrics::ShardMetrics>,
     ) -> Rc<Self> {
-        let mut on_connect: Vec<redis::Cmd> = crate::scripts::hot_path()
+        let mut on_connect: Vec<redis::Cmd> = seckill_core::scripts::hot_path()
             .iter()
             .map(|s| {
                 redis::cmd("SCRIPT")
                     .arg("LOAD")
-                    .arg(crate::scripts::source_of(s.get_hash()).unwrap_or_default())
+                    .arg(seckill_core::scripts::source_of(s.get_hash()).unwrap_or_default())
                     .clone()
             })
             .collect();
@@ -397,7 +397,7 @@ impl Shard {
         }
         let key = client.key();
         let ttl_ms = guard.limits.auto_block_ttl_s as i64 * 1000;
-        let expires = crate::now_ms() + ttl_ms;
+        let expires = seckill_core::now_ms() + ttl_ms;
         guard.blacklist.insert(key.clone(), expires);
         drop(guard);
         tracing::warn!(shard = self.index, key = %key, ttl_s = ttl_ms / 1000, "blocking a client that keeps getting refused");
@@ -461,7 +461,7 @@ impl Shard {
         let bl_version =
             store::int(Some(&conn.query(&protocol::blacklist_version()).await?)).unwrap_or(0);
         if self.blacklist_version.get() != Some(bl_version) {
-            let now_ms = crate::now_ms();
+            let now_ms = seckill_core::now_ms();
             let entries =
                 protocol::read_blacklist(&conn.query(&protocol::blacklist(now_ms)).await?);
             self.guard
@@ -525,7 +525,7 @@ mod tests {
 
     #[test]
     fn a_proof_of_emptiness_older_than_units_a_poll_found_is_not_taken() {
-        let spec = crate::campaign::CampaignSpec::from_toml(
+        let spec = seckill_core::campaign::CampaignSpec::from_toml(
             "id = \"c\"\nname = \"c\"\ntotal = 4\npartitions = 2\nper_user_limit = 1\nhold_ttl_s = 60\nprice_cents = 1\n",
         )
         .expect("spec");

@@ -4,8 +4,8 @@
 //! there itself, instead of asking Redis for every refused purchase with a key.
 
 use super::{int, items, text, Store, StoreError};
-use crate::keys::PartitionKeys;
-use crate::scripts;
+use seckill_core::keys::PartitionKeys;
+use seckill_core::scripts;
 
 /// Most entries of a partition's `once` hash (first answers and tickets' uses) for which
 /// a copy is made: `HKEYS` holds Redis for about a millisecond at this size, and a

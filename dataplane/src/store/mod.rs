@@ -21,7 +21,7 @@ pub use transfer::{rebalance, PartitionProbe};
 
 use redis::{Cmd, Script, Value};
 
-use crate::scripts;
+use seckill_core::scripts;
 
 /// The shard's Redis: one pipelined connection, the scripts it runs, and the lanes in
 /// which each partition's purchases wait for their call.

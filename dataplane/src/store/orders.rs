@@ -2,8 +2,8 @@
 //! nobody paid for in time.
 
 use super::{int, items, text, Store, StoreError};
-use crate::keys::{OrderId, PartitionKeys};
-use crate::scripts;
+use seckill_core::keys::{OrderId, PartitionKeys};
+use seckill_core::scripts;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Payment {

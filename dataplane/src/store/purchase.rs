@@ -17,9 +17,9 @@ use futures::future::{FutureExt, LocalBoxFuture, Shared};
 
 use super::transfer::Refill;
 use super::{int, items, text, Store, StoreError};
-use crate::keys::{partition_of, PartitionKeys};
 use crate::metrics::ShardMetrics;
-use crate::scripts;
+use seckill_core::keys::{partition_of, PartitionKeys};
+use seckill_core::scripts;
 
 /// What a shopper asked for, once authenticated and validated.
 #[derive(Debug, Clone, Copy)]

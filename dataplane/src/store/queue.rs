@@ -5,8 +5,8 @@
 use futures::future::join_all;
 
 use super::{int, items, text, Store, StoreError};
-use crate::keys::{PartitionKeys, QueueKeys};
-use crate::scripts;
+use seckill_core::keys::{PartitionKeys, QueueKeys};
+use seckill_core::scripts;
 
 /// A shopper's standing, as the room's script gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

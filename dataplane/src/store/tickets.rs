@@ -1,8 +1,8 @@
 //! Challenges and live tickets, in the campaign's ticket slot.
 
 use super::{int, items, text, Store, StoreError};
-use crate::keys::TicketKeys;
-use crate::scripts;
+use seckill_core::keys::TicketKeys;
+use seckill_core::scripts;
 
 /// An open challenge as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]

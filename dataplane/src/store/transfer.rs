@@ -8,8 +8,8 @@ use futures::future::{join, join_all};
 use std::collections::HashMap;
 
 use super::{int, items, text, Store, StoreError};
-use crate::keys::PartitionKeys;
-use crate::scripts;
+use seckill_core::keys::PartitionKeys;
+use seckill_core::scripts;
 
 /// One partition's counters, as read at one instant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -27,7 +27,7 @@ impl PartitionProbe {
     /// Whether the partition is lent now, by the sale's clock (to within its offset from
     /// Redis's): units sent to it wait for the lease to end.
     pub fn lent(&self) -> bool {
-        self.lent_until_ms > crate::now_ms()
+        self.lent_until_ms > seckill_core::now_ms()
     }
 }
 

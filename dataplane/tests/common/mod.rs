@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use seckill_dataplane::campaign::{Action, CampaignSpec};
-use seckill_dataplane::control;
+use seckill_core::campaign::{Action, CampaignSpec};
+use seckill_core::control;
 
 mod ports;
 pub use ports::free_port;
@@ -110,10 +110,10 @@ pub fn limits(redis: &impl RedisUrl, pairs: &[(&str, &str)]) {
 }
 
 /// Checks a campaign's ledger, failing the test when it does not hold.
-pub fn ledger_holds(redis: &impl RedisUrl, id: &str) -> seckill_dataplane::ledger::Ledger {
+pub fn ledger_holds(redis: &impl RedisUrl, id: &str) -> seckill_core::ledger::Ledger {
     let mut con = redis.con();
     let c = control::get(&mut con, id).expect("campaign");
-    let l = seckill_dataplane::ledger::check(&mut con, &c).expect("ledger");
+    let l = seckill_core::ledger::check(&mut con, &c).expect("ledger");
     assert!(l.holds(), "{l}");
     l
 }
@@ -134,9 +134,9 @@ pub fn make_users(dir: &Path) {
 /// `redis://USER:PASSWORD@127.0.0.1:PORT`, the password read from `users`.
 pub fn url_as(users: &Path, user: &str, port: u16) -> String {
     let who = user.trim_start_matches("seckill-");
-    let pw = seckill_dataplane::secrets::read_password(&users.join(format!("{who}.password")))
+    let pw = seckill_core::secrets::read_password(&users.join(format!("{who}.password")))
         .expect("password file");
-    seckill_dataplane::secrets::with_password(&format!("redis://{user}@127.0.0.1:{port}"), &pw)
+    seckill_core::secrets::with_password(&format!("redis://{user}@127.0.0.1:{port}"), &pw)
 }
 
 /// A `redis-server` of the test's own, with its append-only file fsynced on every write,
@@ -238,7 +238,7 @@ impl Redis {
         }
     }
 
-    pub fn con(&self) -> seckill_dataplane::connection::Connection {
+    pub fn con(&self) -> seckill_core::connection::Connection {
         control::connect(&self.url()).expect("connect to the test redis")
     }
 
@@ -247,7 +247,7 @@ impl Redis {
         url_as(&self.users(), "seckill-admin", self.port)
     }
 
-    pub fn admin(&self) -> seckill_dataplane::connection::Connection {
+    pub fn admin(&self) -> seckill_core::connection::Connection {
         control::connect(&self.admin_url()).expect("admin")
     }
 }
@@ -260,7 +260,7 @@ pub trait RedisUrl {
     fn users(&self) -> PathBuf;
     /// The port of the first seed.
     fn seed_port(&self) -> u16;
-    fn con(&self) -> seckill_dataplane::connection::Connection {
+    fn con(&self) -> seckill_core::connection::Connection {
         control::connect(&self.url()).expect("connect to the test redis")
     }
     /// A node's or worker's configuration lines: the nodes' user in the URL, its
@@ -494,7 +494,7 @@ pub const SECRET: &str = "test secret, long enough for HMAC";
 
 /// `dir/secret`, readable by its owner only, as a node wants it.
 pub fn write_secret(dir: &Path) {
-    seckill_dataplane::secrets::create_private(&dir.join("secret"), SECRET.as_bytes())
+    seckill_core::secrets::create_private(&dir.join("secret"), SECRET.as_bytes())
         .expect("write secret");
 }
 
@@ -713,7 +713,7 @@ impl WorkerProc {
         let db = dir.path().join(format!("{name}.sqlite"));
         // Up once its store is made, which it does before it reads any event.
         wait_until("the worker's order store", Duration::from_secs(20), || {
-            seckill_dataplane::orders::OrderDb::open_existing(&db)
+            seckill_orders::OrderDb::open_existing(&db)
                 .and_then(|s| s.is_made())
                 .unwrap_or(false)
         });
@@ -744,12 +744,12 @@ pub fn reconciled(
     redis: &impl RedisUrl,
     campaign: &str,
     stores: &[PathBuf],
-) -> seckill_dataplane::reconcile::Report {
+) -> seckill_orders::reconcile::Report {
     let mut con = redis.con();
     let start = Instant::now();
     loop {
         let r =
-            seckill_dataplane::reconcile::reconcile(&mut con, campaign, stores).expect("reconcile");
+            seckill_orders::reconcile::reconcile(&mut con, campaign, stores).expect("reconcile");
         if (r.drained() && r.holds() && r.missing.is_empty())
             || start.elapsed() > Duration::from_secs(20)
         {
@@ -900,7 +900,7 @@ pub fn spec(id: &str, total: u64, partitions: u32, limit: u32) -> CampaignSpec {
 /// A campaign of one unit per shopper with a waiting room.
 pub fn queued(id: &str, total: u64, admit_per_s: u32, pass_ttl_s: u64) -> CampaignSpec {
     CampaignSpec {
-        queue: Some(seckill_dataplane::campaign::QueueSpec {
+        queue: Some(seckill_core::campaign::QueueSpec {
             admit_per_s,
             pass_ttl_s,
         }),

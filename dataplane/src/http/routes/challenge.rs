@@ -10,7 +10,6 @@ use hyper::body::Incoming;
 use hyper::Request;
 use rand::RngExt;
 
-use crate::campaign::State;
 use crate::guard::pow::{self, Ticket};
 use crate::http::reply::{ok, Reply};
 use crate::http::request::SolutionBody;
@@ -18,6 +17,7 @@ use crate::http::{authenticate, before_body, read_json, ApiError, REFUSED_CLIENT
 use crate::shard::Shard;
 use crate::store::{Challenge, Issue, NewTicket};
 use seckill_core::api;
+use seckill_core::campaign::State;
 
 fn random_hex(bytes: usize) -> String {
     let mut rng = rand::rng();
@@ -40,7 +40,7 @@ fn open_for_tickets(shard: &Shard, id: &str) -> Result<(), ApiError> {
                 // Armed, or started ahead of a set opening: the window counts either way.
                 _ if c
                     .starts_at_ms
-                    .is_some_and(|s| crate::now_ms() < s - window_ms) =>
+                    .is_some_and(|s| seckill_core::now_ms() < s - window_ms) =>
                 {
                     Err(ApiError::NotStarted {
                         starts_at_ms: c.starts_at_ms,
@@ -54,7 +54,7 @@ fn open_for_tickets(shard: &Shard, id: &str) -> Result<(), ApiError> {
 
 /// How long before the opening tickets are issued: `tickets.window_s`, or for the
 /// pre-queue of a waiting room all the time it is open.
-fn window_ms(shard: &Shard, c: &crate::campaign::Campaign) -> i64 {
+fn window_ms(shard: &Shard, c: &seckill_core::campaign::Campaign) -> i64 {
     if c.spec.queue.is_some() {
         i64::MAX / 4
     } else {
@@ -86,7 +86,7 @@ pub async fn challenge(shard: &Shard, id: &str, req: Request<Incoming>) -> Resul
         challenge_id: challenge_id.into(),
         prefix: c.prefix.into(),
         difficulty: c.difficulty,
-        expires_at_ms: crate::now_ms() + t.challenge_ttl_s as i64 * 1000,
+        expires_at_ms: seckill_core::now_ms() + t.challenge_ttl_s as i64 * 1000,
     }))
 }
 
@@ -111,7 +111,7 @@ pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<R
         return Err(ApiError::ChallengeInvalid);
     }
     let t = &shard.settings.tickets;
-    let expires = crate::now_ms() + t.ticket_ttl_s as i64 * 1000;
+    let expires = seckill_core::now_ms() + t.ticket_ttl_s as i64 * 1000;
     let ticket = pow::sign_ticket(
         &shard.settings.secret,
         &Ticket {

@@ -7,19 +7,18 @@ use http_body_util::Full;
 use hyper::header::{HeaderValue, CONTENT_DISPOSITION, CONTENT_TYPE};
 use hyper::Response;
 
-use crate::auth::{self, TokenError};
 use crate::http::reply::Reply;
 use crate::http::ApiError;
-use crate::keys::OrderId;
 use crate::shard::Shard;
+use seckill_core::auth::{self, TokenError};
+use seckill_core::keys::OrderId;
 
 pub async fn get(shard: &Shard, token: &str) -> Result<Reply, ApiError> {
-    let order_id = auth::verify_download(&shard.settings.secret, token, crate::now_ms()).map_err(
-        |e| match e {
+    let order_id = auth::verify_download(&shard.settings.secret, token, seckill_core::now_ms())
+        .map_err(|e| match e {
             TokenError::Expired => ApiError::LinkExpired,
             _ => ApiError::LinkInvalid,
-        },
-    )?;
+        })?;
     let order = OrderId::parse(&order_id).ok_or(ApiError::LinkInvalid)?;
     let name = shard
         .with_campaign(order.campaign, |v| v.campaign.spec.content_file.clone())

@@ -4,13 +4,13 @@
 use hyper::body::Incoming;
 use hyper::Request;
 
-use crate::auth;
 use crate::http::reply::{ok, Reply};
 use crate::http::{authenticate, ApiError};
-use crate::keys::{OrderId, PartitionKeys};
 use crate::shard::Shard;
 use crate::store::{int, items, text};
 use seckill_core::api;
+use seckill_core::auth;
+use seckill_core::keys::{OrderId, PartitionKeys};
 
 pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let user = authenticate(shard, req.headers())?;
@@ -54,7 +54,7 @@ pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Repl
             .unwrap_or(false);
         if has_file {
             // A fresh link on every look: it expires, the order does not.
-            let expires = crate::now_ms() + shard.settings.download_ttl.as_millis() as i64;
+            let expires = seckill_core::now_ms() + shard.settings.download_ttl.as_millis() as i64;
             let token = auth::sign_download(&shard.settings.secret, id, expires);
             body.download_url = Some(format!("/dl/{token}").into());
             body.download_expires_at_ms = Some(expires);

@@ -91,7 +91,7 @@ static DESCRIPTION: Asset = Asset::new(
 );
 
 pub fn page(id: &str, req: &Request<Incoming>) -> Result<Reply, ApiError> {
-    if !crate::campaign::valid_id(id) {
+    if !seckill_core::campaign::valid_id(id) {
         return Err(ApiError::UnknownCampaign);
     }
     Ok(PAGE.serve(req))

@@ -6,10 +6,10 @@ use hyper::Request;
 
 use crate::http::reply::{ok, Reply};
 use crate::http::{authenticate, ApiError};
-use crate::keys::OrderId;
 use crate::shard::Shard;
 use crate::store::Payment;
 use seckill_core::api;
+use seckill_core::keys::OrderId;
 
 pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let user = authenticate(shard, req.headers())?;

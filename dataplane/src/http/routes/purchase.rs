@@ -5,7 +5,6 @@ use futures::FutureExt;
 use hyper::body::Incoming;
 use hyper::Request;
 
-use crate::campaign::State;
 use crate::guard::pow;
 use crate::http::reply::{ok, Reply};
 use crate::http::request::{self, Headers, PurchaseBody};
@@ -15,13 +14,14 @@ use crate::http::{
 };
 use crate::shard::Shard;
 use crate::store::{Purchase, PurchaseRequest};
+use seckill_core::campaign::State;
 use seckill_core::{api, queue};
 use std::rc::Rc;
 use std::time::Duration;
 
 /// Within this long of the opening or the end, the shard leaves the verdict to the
 /// purchase script, which reads Redis's clock: the shard's own is corrected to Redis's
-/// only to within half a round trip (see [`crate::clock`]), and read coarsely, a tick
+/// only to within half a round trip (see [`seckill_core::clock`]), and read coarsely, a tick
 /// behind.
 const EDGE_MS: i64 = 50;
 
@@ -215,7 +215,7 @@ pub(crate) fn ends_on_shard(
     // A key's first answers are kept under its user's partition, known here only from a
     // token verified before.
     let token = request::bearer_bytes(headers.value(&hyper::header::AUTHORIZATION));
-    let now_ms = crate::clock::coarse_now_ms();
+    let now_ms = seckill_core::clock::coarse_now_ms();
     let user = token.and_then(|t| shard.tokens.borrow().user(t, now_ms))?;
     key_to_ask(shard, id, verdict.partitions, &user, Some(key))
         .is_none()
@@ -255,7 +255,7 @@ pub fn post<'a>(shard: &'a Shard, id: &'a str, req: Request<Incoming>) -> Step<'
 /// The shard's verdict on a purchase of campaign `v`, taken before any Redis call.
 fn verdict(v: &crate::shard::CampaignView) -> Verdict {
     let c = &v.campaign;
-    let now = crate::clock::coarse_now_ms();
+    let now = seckill_core::clock::coarse_now_ms();
     let refusal = match c.state {
         State::Draft | State::Arming => Some(ApiError::UnknownCampaign),
         State::Armed => Some(ApiError::NotStarted {
@@ -313,7 +313,9 @@ async fn buy(
         let verified = body
             .ticket
             .as_deref()
-            .and_then(|t| pow::verify_ticket_until(&shard.settings.secret, t, crate::now_ms()).ok())
+            .and_then(|t| {
+                pow::verify_ticket_until(&shard.settings.secret, t, seckill_core::now_ms()).ok()
+            })
             .filter(|(t, _)| {
                 let pass = queue::is_pass(&t.id);
                 t.campaign == id && *t.user == *user && pass == pass_ttl_s.is_some()

@@ -7,13 +7,13 @@
 use hyper::body::Incoming;
 use hyper::Request;
 
-use crate::campaign::State;
 use crate::guard::pow;
 use crate::http::reply::{ok, Reply};
 use crate::http::{authenticate, before_body, read_json, ApiError, REFUSED_CLIENT_WAIT};
 use crate::shard::Shard;
 use crate::store::{Look, Standing};
 use seckill_core::api::{JoinBody, QueueStatus};
+use seckill_core::campaign::State;
 use seckill_core::queue;
 
 /// How long a receipt is good for: a day (a look with a stale one goes to Redis).
@@ -81,7 +81,7 @@ fn waiting(
         id,
         user,
         place,
-        crate::now_ms() + RECEIPT_TTL_MS,
+        seckill_core::now_ms() + RECEIPT_TTL_MS,
     );
     let mut s = status(if sold_out { "sold_out" } else { "waiting" });
     if place > 0 {
@@ -142,7 +142,9 @@ pub async fn join(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
     if room.require_ticket {
         body.ticket
             .as_deref()
-            .and_then(|t| pow::verify_ticket(&shard.settings.secret, t, crate::now_ms()).ok())
+            .and_then(|t| {
+                pow::verify_ticket(&shard.settings.secret, t, seckill_core::now_ms()).ok()
+            })
             .filter(|t| t.campaign == id && *t.user == *user && !queue::is_pass(&t.id))
             .ok_or(ApiError::TicketInvalid)?;
     }
@@ -164,7 +166,9 @@ pub async fn look(shard: &Shard, id: &str, req: &Request<Incoming>) -> Result<Re
         .headers()
         .get("queue-receipt")
         .and_then(|v| v.to_str().ok())
-        .and_then(|r| queue::verify_receipt(&shard.settings.secret, r, id, &user, crate::now_ms()));
+        .and_then(|r| {
+            queue::verify_receipt(&shard.settings.secret, r, id, &user, seckill_core::now_ms())
+        });
     // The receipt answers while the shopper is still waiting as the shard last saw the
     // room; their turn, or a draw the receipt predates, takes a look in Redis.
     match receipt {

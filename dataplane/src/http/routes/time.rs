@@ -6,6 +6,6 @@ use seckill_core::api;
 
 pub fn get() -> Result<Reply, ApiError> {
     Ok(ok(&api::Time {
-        now_ms: crate::now_ms(),
+        now_ms: seckill_core::now_ms(),
     }))
 }

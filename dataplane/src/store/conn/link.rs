@@ -16,9 +16,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio_util::compat::FuturesAsyncReadCompatExt;
 
-use crate::backoff::Backoff;
 use crate::config::{RedisClientConfig, RedisTarget};
 use crate::guard::breaker::Breaker;
+use seckill_core::backoff::Backoff;
 
 use super::{Inner, Reply, StoreError};
 

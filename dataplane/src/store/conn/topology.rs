@@ -11,8 +11,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio_util::compat::FuturesAsyncReadCompatExt;
 
-use crate::backoff::Backoff;
 use crate::config::{RedisClientConfig, RedisTarget};
+use seckill_core::backoff::Backoff;
 
 use super::link::{connect, Node};
 use super::{Inner, Reply, StoreError, SLOTS};
@@ -293,10 +293,11 @@ mod tests {
 
     #[test]
     fn commands_are_routed_by_their_first_key() {
-        let keys = crate::keys::PartitionKeys::new("spring", 3);
-        let script = crate::store::script_call(&crate::scripts::PURCHASE, &[&keys.part()], &["u"]);
+        let keys = seckill_core::keys::PartitionKeys::new("spring", 3);
+        let script =
+            crate::store::script_call(&seckill_core::scripts::PURCHASE, &[&keys.part()], &["u"]);
         assert_eq!(routing_key(&script), Some(keys.part().as_bytes()));
-        let keyless = crate::store::script_call(&crate::scripts::PURCHASE, &[], &["u"]);
+        let keyless = crate::store::script_call(&seckill_core::scripts::PURCHASE, &[], &["u"]);
         assert_eq!(routing_key(&keyless), None);
         assert_eq!(
             routing_key(redis::cmd("HGETALL").arg("sk:campaign:x")),

@@ -300,7 +300,7 @@ async fn run_shard(
     };
     select(pin!(accept), pin!(stopping)).await;
     drop(listener);
-    shard.stopping.set(true);
+    shard.stop();
     let _ = closing.send(());
     let deadline = Instant::now() + grace;
     while slots.available() < max_conns && Instant::now() < deadline {
@@ -314,7 +314,7 @@ async fn run_shard(
             "grace period over; closing connections"
         );
     }
-    shard.store.conn.close();
+    shard.close();
     Ok(())
 }
 

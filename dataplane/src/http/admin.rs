@@ -30,7 +30,7 @@ pub async fn serve_connection(
     stream: TcpStream,
     shutdown: impl Future<Output = ()>,
 ) {
-    let h = &shard.settings.http;
+    let h = &shard.settings().http;
     let (stream, clock) = io::TimedStream::new(
         stream,
         Duration::from_millis(h.header_timeout_ms),
@@ -42,7 +42,7 @@ pub async fn serve_connection(
         async move { Ok::<_, Infallible>(answer(&shard, &metrics, req).await) }
     });
     let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
-    super::until_shutdown(conn, shutdown).await;
+    super::wake::until_shutdown(conn, shutdown).await;
 }
 
 /// Compares without stopping at the first difference.
@@ -51,7 +51,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 async fn answer(shard: &Shard, metrics: &Metrics, req: Request<Incoming>) -> Reply {
-    if let Some(token) = &shard.settings.admin_token {
+    if let Some(token) = &shard.settings().admin_token {
         let given = req
             .headers()
             .get(AUTHORIZATION)
@@ -78,7 +78,7 @@ async fn answer(shard: &Shard, metrics: &Metrics, req: Request<Incoming>) -> Rep
         "/healthz" => json(StatusCode::OK, &json!({ "status": "ok" })),
         "/readyz" => match metrics
             .ready()
-            .and_then(|()| seckill_core::clock::check(shard.settings.control.max_clock_skew_ms))
+            .and_then(|()| seckill_core::clock::check(shard.settings().control.max_clock_skew_ms))
         {
             Ok(()) => json(StatusCode::OK, &json!({ "status": "ready" })),
             Err(reason) => json(
@@ -111,7 +111,7 @@ async fn stock(shard: &Shard, metrics: &Metrics) -> Vec<CampaignGauges> {
     let ids: Vec<&str> = views.iter().map(|v| v.campaign.spec.id.as_str()).collect();
     metrics.forget_except(&ids);
     let now_ms = seckill_core::clock::local_ms();
-    let ttl_ms = (shard.settings.metrics.ended_campaign_ttl_s as i64).saturating_mul(1000);
+    let ttl_ms = (shard.settings().metrics.ended_campaign_ttl_s as i64).saturating_mul(1000);
     for v in &views {
         let c = &v.campaign;
         if !metrics.shows(&c.spec.id, v.public_state(), now_ms, ttl_ms) {
@@ -126,7 +126,7 @@ async fn stock(shard: &Shard, metrics: &Metrics) -> Vec<CampaignGauges> {
         let mut complete = true;
         for p in 0..c.spec.partitions {
             let cmd = protocol::partition_stock(&c.spec.id, p);
-            match shard.store.conn.query(&cmd).await {
+            match shard.read(&cmd).await {
                 Ok(v) => {
                     let s = protocol::read_partition_stock(p, &v);
                     g.remaining += s.stock;
@@ -143,7 +143,7 @@ async fn stock(shard: &Shard, metrics: &Metrics) -> Vec<CampaignGauges> {
         if c.spec.queue.is_some() {
             let mut replies = Vec::new();
             for cmd in protocol::queue_progress(&c.spec.id) {
-                match shard.store.conn.query(&cmd).await {
+                match shard.read(&cmd).await {
                     Ok(v) => replies.push(v),
                     Err(_) => break,
                 }
@@ -153,7 +153,7 @@ async fn stock(shard: &Shard, metrics: &Metrics) -> Vec<CampaignGauges> {
             }
         }
         let verdict = protocol::verdict(&c.spec.id);
-        if let Ok(v) = shard.store.conn.query(&verdict).await {
+        if let Ok(v) = shard.read(&verdict).await {
             g.reconciled = protocol::read_verdict(&v);
         }
         if complete {

@@ -1,18 +1,98 @@
 //! Reading a request's body, for a while at most, as one small future. It is held inline
 //! in the future of the request that reads it, which is allocated and moved: nested
 //! `async fn`s (read, wait, race a timer) each kept their own copy of what they held, and
-//! made a purchase's future a fifth larger.
+//! made a purchase's future a fifth larger. Below the routes: a route reads its JSON body,
+//! or drops the body of a request it refused, through here.
 
 use bytes::{Bytes, BytesMut};
+use futures::FutureExt;
 use glommio::timer::Timer;
 use hyper::body::{Body, Incoming};
+use hyper::Request;
+use serde::de::DeserializeOwned;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use super::reply::{ApiError, Reply};
+use super::request;
 use super::wake::held_back;
-use super::ApiError;
+use crate::shard::Shard;
+
+/// A route's answer: given at once, or a future for one that waits on Redis, a body or
+/// a clock.
+pub(crate) enum Step<'a> {
+    Now(Result<Reply, ApiError>),
+    Waits(futures::future::LocalBoxFuture<'a, Result<Reply, ApiError>>),
+}
+
+/// How long a client refused for who it is (its token, its rate) may take to send the
+/// rest of its body before the answer goes and the connection closes.
+pub(crate) const REFUSED_CLIENT_WAIT: Duration = Duration::from_millis(50);
+
+/// An answer decided before the body was read. What has come of the body is read and
+/// dropped first, within `wait`: a connection closed on unread bytes cannot carry the
+/// client's next request, and a client that reuses it loses that request.
+pub(crate) fn before_body<T>(
+    req: Request<Incoming>,
+    answer: Result<T, ApiError>,
+    wait: Duration,
+) -> impl Future<Output = Result<T, ApiError>> {
+    // The head is dropped here: the future keeps only the body.
+    let read = BodyRead::discard(req.into_body(), wait);
+    async move {
+        read.await;
+        answer
+    }
+}
+
+/// A refusal decided before the body was read, given at once when the body came whole
+/// with its head (hyper has taken it off the connection already); else as
+/// [`before_body`] gives it.
+pub(crate) fn refused_before_body<'a>(
+    req: Request<Incoming>,
+    refused: ApiError,
+    wait: Duration,
+) -> Step<'a> {
+    let mut read = BodyRead::discard(req.into_body(), wait);
+    if read.done_now() {
+        return Step::Now(Err(refused));
+    }
+    Step::Waits(
+        async move {
+            read.await;
+            Err(refused)
+        }
+        .boxed_local(),
+    )
+}
+
+/// A JSON body, which must arrive within the header timeout.
+pub(crate) fn read_json<T: DeserializeOwned>(
+    shard: &Shard,
+    req: Request<Incoming>,
+) -> impl Future<Output = Result<T, ApiError>> {
+    let http = &shard.settings().http;
+    let limit = http.max_body_bytes;
+    // A declared length above the limit is refused without waiting for the body. What
+    // already came is read first: closing on unread bytes resets the connection, and the
+    // client could lose the answer.
+    let too_large = hyper::body::Body::size_hint(req.body()).lower() > limit as u64;
+    let read = if too_large {
+        BodyRead::discard(req.into_body(), REFUSED_CLIENT_WAIT)
+    } else {
+        let header_timeout = Duration::from_millis(http.header_timeout_ms);
+        BodyRead::keep(req.into_body(), limit, header_timeout)
+    };
+    async move {
+        let read = read.await;
+        if too_large {
+            return Err(ApiError::PayloadTooLarge);
+        }
+        request::json_body(&read.ok_or(ApiError::Timeout)??)
+    }
+}
 
 /// A refused body is read and dropped up to this much: closing a connection on unread
 /// bytes resets it, and the client could lose the answer.

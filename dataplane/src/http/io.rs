@@ -317,7 +317,7 @@ impl TimedStream {
         if !empty {
             return false;
         }
-        let e = super::ApiError::of_framing_status(status);
+        let e = super::reply::ApiError::of_framing_status(status);
         let body = serde_json::to_string(&e.body()).unwrap_or_default();
         let head = format!(
             "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",

@@ -9,17 +9,21 @@
 //! lane answers only while hyper is idle (its last answer written and flushed), so the
 //! answers go out in the order the requests came.
 
-use hyper::header::{HeaderName, AUTHORIZATION};
+use hyper::header::HeaderName;
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 use tokio::io::AsyncWrite;
 
-use super::request::Headers;
-use super::{IDEMPOTENCY_KEY, X_FORWARDED_FOR, X_REQUEST_ID};
+use super::extract::{admit_ip, count_refusal, request_id, Asker, X_FORWARDED_FOR, X_REQUEST_ID};
+use super::reply::ApiError;
+use super::request::{self, Headers, Route};
+use super::routes::purchase::{self, Decision};
+use crate::answer::Endpoint;
 use crate::shard::Shard;
 
 /// Headers a request may have for the lane to frame it; with more, hyper reads it (and
@@ -90,7 +94,7 @@ impl Lane {
                 .answerable(&head, head_len, body_len)
                 .is_some_and(|known| {
                     let path = head.path.unwrap_or_default();
-                    super::refuse_at_once(
+                    refuse_at_once(
                         &self.shard,
                         path,
                         &known,
@@ -122,7 +126,7 @@ impl Lane {
         head_len: usize,
         body_len: usize,
     ) -> Option<Known<'b>> {
-        let h = &self.shard.settings.http;
+        let h = &self.shard.settings().http;
         let fits = head.version == Some(1)
             && head.method == Some("POST")
             && head_len <= h.max_header_bytes
@@ -192,13 +196,11 @@ pub(super) struct Known<'b> {
     forwarded_for: Option<&'b [u8]>,
 }
 
+/// The address and the request id are read as from any request; the token and the key
+/// go to the purchase's decision as its [`Asker`].
 impl Headers for Known<'_> {
     fn value(&self, name: &HeaderName) -> Option<&[u8]> {
-        if *name == AUTHORIZATION {
-            self.authorization
-        } else if *name == IDEMPOTENCY_KEY {
-            self.idempotency_key
-        } else if *name == X_REQUEST_ID {
+        if *name == X_REQUEST_ID {
             self.request_id
         } else if *name == X_FORWARDED_FOR {
             self.forwarded_for
@@ -206,6 +208,61 @@ impl Headers for Known<'_> {
             None
         }
     }
+}
+
+/// A purchase that ends on the shard in a refusal, decided from its head and answered
+/// by the connection itself into `out`, without hyper: a surge is mostly such
+/// purchases (before the opening, over the limits, after the last unit), and hyper's
+/// parse of the head into its map, its body channel and its encoder cost more than the
+/// shard's whole verdict. The same checks in the same order as the dispatcher takes
+/// them, counted the same, with the purchase route's own decision; the answer is the one
+/// hyper would write. `false`, with nothing read or changed beyond the token cache, for
+/// any other request: hyper answers it.
+///
+/// The request is a `POST` of `target`; its body (`body_len` bytes) came with its head.
+fn refuse_at_once(
+    shard: &Shard,
+    target: &str,
+    known: &Known<'_>,
+    body_len: usize,
+    peer: IpAddr,
+    out: &mut Vec<u8>,
+) -> bool {
+    // hyper refuses a target that is not a plain origin-form path (a byte its URI does not
+    // take, a fragment), and so must the lane; an odd one goes to hyper.
+    if !request::plain_target(target) {
+        return false;
+    }
+    let path = target.split_once('?').map_or(target, |(path, _)| path);
+    let Ok(Route::Purchase(id)) = Route::of(&hyper::Method::POST, path) else {
+        return false;
+    };
+    if !shard.synced() {
+        return false;
+    }
+    let asker = Asker::new(known.authorization, known.idempotency_key);
+    let Some(ahead) = purchase::ends_on_shard(shard, id, &asker) else {
+        return false;
+    };
+    let request_id = request_id(shard, known);
+    let refused = crate::logs::within(&request_id, || {
+        let start = Instant::now();
+        let (ip, checked) = admit_ip(shard, known, peer, start);
+        // Refused at the address: not routed, as the dispatcher counts it.
+        let (endpoint, refused) = match checked {
+            Err(e) => (Endpoint::Other, e),
+            Ok(()) => match purchase::decide(shard, id, &asker, body_len as u64, Some(ahead)) {
+                Decision::Refused(e, _) => (Endpoint::Purchase, e),
+                // Not reached: with the campaign's part taken ahead, `decide` refuses.
+                _ => (Endpoint::Purchase, ApiError::Unavailable),
+            },
+        };
+        shard.answered(endpoint, refused.outcome(), start.elapsed());
+        count_refusal(shard, ip, &refused, start);
+        refused
+    });
+    refused.write_response(&request_id, out);
+    true
 }
 
 /// The length of a request's body as its head frames it: its `Content-Length`, or none

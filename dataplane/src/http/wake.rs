@@ -10,9 +10,12 @@
 //! it causes and hands them to the reader: the reader passes them on unless the body is
 //! complete, so no wake that matters is lost.
 
+use futures::future::{select, Either};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
 use std::cell::RefCell;
 use std::future::Future;
-use std::pin::Pin;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -96,6 +99,32 @@ impl<F: Future + Unpin> Future for Gated<F> {
             }
         };
         Pin::new(&mut this.inner).poll(&mut Context::from_waker(gate))
+    }
+}
+
+/// Drives a connection until the client leaves or `shutdown` resolves; then the request
+/// in flight finishes and the connection closes.
+pub(super) async fn until_shutdown<I, S, B>(
+    conn: http1::Connection<I, S>,
+    shutdown: impl Future<Output = ()>,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conn = pin!(conn);
+    let mut conn = Gated::new(conn);
+    let result = match select(&mut conn, pin!(shutdown)).await {
+        Either::Left((r, _)) => r,
+        Either::Right(((), _)) => {
+            conn.get_mut().as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "connection ended with an error");
     }
 }
 

@@ -7,220 +7,40 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 use crate::answer::{Endpoint, Outcome};
 use crate::config::Settings;
-use crate::guard::Guard;
-use crate::store::{self, Store, StoreError};
-use seckill_core::campaign::{Campaign, State};
-use seckill_core::protocol::{self, QueueProgress};
+use crate::guard::tokens::VerifiedTokens;
+use crate::guard::{Client, Guard, Refusal};
+use crate::metrics::ShardMetrics;
+use crate::store::{self, Store};
+use seckill_core::protocol;
 
 mod demand;
 pub mod leases;
-use demand::Demand;
+mod live;
 mod loops;
+mod streams;
+mod sync;
+mod view;
+
+use demand::Demand;
+use live::LiveEvents;
 use loops::{
     admission_loop, lease_loop, listen_for_changes, rebalance_loop, report_loop, sync_loop,
 };
+pub use streams::{StreamCap, StreamSlots};
+pub use view::CampaignView;
 
-/// What a campaign's event is made from: state, remaining, start and end, and the
-/// waiting room's rate, whether its seed is committed to, whether it is drawn, its
-/// admissions and its sold-out flag.
-pub type LiveKey = (
-    &'static str,
-    i64,
-    Option<i64>,
-    Option<i64>,
-    Option<(u32, bool, bool, u64, bool)>,
-);
-
-/// Which cap refused an event stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamCap {
-    /// The client address has `http.max_event_streams_per_client` open.
-    Client,
-    /// The shard has `http.max_event_streams_per_shard` open.
-    Shard,
-}
-
-/// The event streams a shard holds open. A stream stays open for as long as its client
-/// likes and holds a connection all that time: without caps, idle streams from a few
-/// addresses could take every connection a shard accepts.
-#[derive(Debug, Default)]
-pub struct StreamSlots {
-    by_client: HashMap<IpAddr, u32>,
-    open: usize,
-}
-
-impl StreamSlots {
-    /// Takes a slot for a stream of `client`, unless it or the shard is at its cap.
-    pub fn take(
-        &mut self,
-        client: IpAddr,
-        per_client: u32,
-        per_shard: usize,
-    ) -> Result<(), StreamCap> {
-        if self
-            .by_client
-            .get(&client)
-            .is_some_and(|n| *n >= per_client)
-        {
-            return Err(StreamCap::Client);
-        }
-        if self.open >= per_shard {
-            return Err(StreamCap::Shard);
-        }
-        *self.by_client.entry(client).or_insert(0) += 1;
-        self.open += 1;
-        Ok(())
-    }
-
-    /// Gives back a slot `take` gave `client`.
-    pub fn give_back(&mut self, client: IpAddr) {
-        if let Some(n) = self.by_client.get_mut(&client) {
-            *n -= 1;
-            if *n == 0 {
-                self.by_client.remove(&client);
-            }
-            self.open -= 1;
-        }
-    }
-
-    /// Streams open on the shard.
-    pub fn open(&self) -> usize {
-        self.open
-    }
-
-    /// Streams `client` has open on the shard.
-    pub fn of(&self, client: IpAddr) -> u32 {
-        self.by_client.get(&client).copied().unwrap_or(0)
-    }
-}
-
-/// A campaign as this shard sees it.
-#[derive(Debug, Clone)]
-pub struct CampaignView {
-    pub campaign: Campaign,
-    /// Units in the partitions or moving between them, as of the last poll.
-    pub remaining: i64,
-    /// Proven empty: purchases are answered here, without Redis.
-    pub sold_out: bool,
-    /// How many polls have found units: a purchase's proof of emptiness begun before the
-    /// last of them may predate those units (see [`Shard::mark_sold_out`]).
-    pub restocks: u64,
-    /// Arrival counters of the last poll that found every partition empty.
-    empty_inflows: Option<Vec<i64>>,
-    /// The waiting room's counters as of the last poll, for a campaign with one.
-    pub queue: Option<QueueProgress>,
-    /// Purchases refused here as sold out, counted by the polls that find it so.
-    demand: Demand,
-    /// When a poll last read the campaign's stock.
-    read_at: Option<Instant>,
-}
-
-impl CampaignView {
-    fn new(campaign: Campaign) -> Self {
-        CampaignView {
-            campaign,
-            remaining: 0,
-            sold_out: false,
-            restocks: 0,
-            empty_inflows: None,
-            queue: None,
-            demand: Demand::default(),
-            read_at: None,
-        }
-    }
-
-    /// What a poll read of the stock: the units in the partitions or moving between them,
-    /// and the partitions' arrival counters. Two polls in a row that find nothing, with
-    /// no arrival in between, prove the campaign empty (see `Store::refill`).
-    fn stock_read(&mut self, remaining: i64, inflows: Vec<i64>) {
-        self.remaining = remaining;
-        if remaining > 0 {
-            self.sold_out = false;
-            self.restocks += 1;
-            self.empty_inflows = None;
-        } else {
-            if self.empty_inflows.as_ref() == Some(&inflows) {
-                self.sold_out = true;
-            }
-            self.empty_inflows = Some(inflows);
-        }
-    }
-
-    /// A purchase proved every partition empty. It began when the polls had found units
-    /// `restocks` times: if one has found units since, the proof may be older than those
-    /// units (holds expired, an announcement, the poll, and only then the proof's
-    /// answer), and it is not taken: two empty polls, or a later proof, will tell.
-    fn proven_empty(&mut self, restocks: u64) {
-        if self.restocks == restocks {
-            self.sold_out = true;
-            self.remaining = 0;
-        }
-    }
-
-    /// The state shoppers see: a live campaign with nothing left (or, with a waiting
-    /// room, nothing left to reserve and nothing reserved) reports `sold_out`.
-    pub fn public_state(&self) -> &'static str {
-        match self.campaign.state {
-            State::Live if self.sold_out || self.queue.as_ref().is_some_and(|q| q.sold_out) => {
-                "sold_out"
-            }
-            State::Arming => "draft",
-            s => s.as_str(),
-        }
-    }
-
-    /// Whether the shard answers the campaign's purchases sold out: live, proven empty,
-    /// and with no waiting room (a pass reserves a unit: its holder hears `sold_out` from
-    /// no one, and the script has the last word for anyone). When it does, notes that
-    /// someone still asks, which keeps its stock read at every poll.
-    pub fn refuses_as_sold_out(&self) -> bool {
-        let refuses = self.sold_out
-            && self.campaign.state == State::Live
-            && self.campaign.spec.queue.is_none();
-        if refuses {
-            self.demand.mark();
-        }
-        refuses
-    }
-
-    /// Whether this poll reads the campaign's stock. One proven empty, without a waiting
-    /// room, that no purchase asked for in [`QUIET_POLLS`] polls is read once every
-    /// [`QUIET_READ_EVERY`] only. Units come back to it when holds run out and are
-    /// released, which is announced, and a poll an announcement woke reads every
-    /// campaign; a lost announcement is made up by that read. The first purchase refused
-    /// after the quiet has the campaign read at the next poll.
-    fn due(&mut self, announced: bool, now: Instant) -> bool {
-        let quiet = if self.sold_out && self.campaign.spec.queue.is_none() {
-            self.demand.quiet_for(QUIET_POLLS)
-        } else {
-            self.demand.reset();
-            false
-        };
-        let due = announced
-            || !quiet
-            || self
-                .read_at
-                .is_none_or(|t| now.duration_since(t) >= QUIET_READ_EVERY);
-        if due {
-            self.read_at = Some(now);
-        }
-        due
-    }
-}
-
-/// Polls with nobody asking after which a sold-out campaign's stock is read less often.
-const QUIET_POLLS: u32 = 40;
-/// How often a quiet sold-out campaign's stock is read.
-const QUIET_READ_EVERY: Duration = Duration::from_secs(1);
-
+/// A shard's state, reached through what it does: the routes ask it to admit a client, a
+/// user or a purchase, to read a campaign, to look up a token or a first answer; only
+/// its own tasks (`loops`, `sync`) touch the fields.
 pub struct Shard {
-    pub index: usize,
-    pub settings: Rc<Settings>,
-    pub store: Store,
+    index: usize,
+    settings: Rc<Settings>,
+    store: Store,
     /// By id, hashed with foldhash: every request names a campaign, and the ids are the
     /// operators' own, not a client's to choose.
     campaigns: RefCell<HashMap<String, CampaignView, foldhash::fast::RandomState>>,
@@ -229,36 +49,31 @@ pub struct Shard {
     /// true, and shopper routes answer 503.
     synced: Cell<bool>,
     /// When the campaigns were last read in full, whatever the version said.
-    reloaded: Cell<Option<std::time::Instant>>,
+    reloaded: Cell<Option<Instant>>,
     blacklist_version: Cell<Option<i64>>,
     wake: LocalSender<()>,
-    pub guard: RefCell<Guard>,
+    guard: RefCell<Guard>,
     /// The empty partitions lent to this shard, with their first answers.
-    pub leases: RefCell<leases::Leases>,
+    leases: RefCell<leases::Leases>,
     /// Session tokens verified here, so a shopper's next request skips the signature.
-    pub tokens: RefCell<crate::guard::tokens::VerifiedTokens>,
+    tokens: RefCell<VerifiedTokens>,
     /// Answers of the current second, for the fleet telemetry.
-    pub stats: RefCell<crate::telemetry::Window>,
+    stats: RefCell<crate::telemetry::Window>,
     /// Answers since the start, for `/metrics`.
-    pub metrics: std::sync::Arc<crate::metrics::ShardMetrics>,
-    /// The events stream's shared update per campaign: what it was made from, and the
-    /// `data:` every client of this shard gets.
-    pub live_events: RefCell<HashMap<String, (LiveKey, Rc<str>)>>,
+    metrics: Arc<ShardMetrics>,
+    /// The events stream's shared update per campaign.
+    live_events: RefCell<LiveEvents>,
     /// Set when the node stops: event streams end.
-    pub stopping: Cell<bool>,
+    stopping: Cell<bool>,
     /// Event streams open on this shard, by client address and in all.
-    pub streams: RefCell<StreamSlots>,
+    streams: RefCell<StreamSlots>,
     /// Request ids: a prefix unique to this shard's run, and a counter.
     id_prefix: String,
     requests: Cell<u64>,
 }
 
 impl Shard {
-    pub fn start(
-        index: usize,
-        settings: Rc<Settings>,
-        metrics: std::sync::Arc<crate::metrics::ShardMetrics>,
-    ) -> Rc<Self> {
+    pub fn start(index: usize, settings: Rc<Settings>, metrics: Arc<ShardMetrics>) -> Rc<Self> {
         let mut on_connect: Vec<redis::Cmd> = seckill_core::scripts::hot_path()
             .iter()
             .map(|s| {
@@ -286,9 +101,7 @@ impl Shard {
             settings.shards,
             settings.http.max_tracked_clients,
         ));
-        let tokens = RefCell::new(crate::guard::tokens::VerifiedTokens::new(
-            settings.http.max_tracked_clients,
-        ));
+        let tokens = RefCell::new(VerifiedTokens::new(settings.http.max_tracked_clients));
         let shard = Rc::new(Shard {
             index,
             store: Store::new(conn),
@@ -323,6 +136,38 @@ impl Shard {
         shard
     }
 
+    /// The node's settings, as this shard was started with them.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The shard's Redis: its purchase, payment, ticket and waiting-room operations.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// One read of Redis on the shard's connection (its breaker and its pipeline), for
+    /// what the store has no operation of its own for: an order's fields, the admin
+    /// listener's gauges.
+    pub async fn read(&self, cmd: &redis::Cmd) -> store::Reply {
+        self.store.conn.query(cmd).await
+    }
+
+    /// Ends the event streams: the node stops.
+    pub fn stop(&self) {
+        self.stopping.set(true);
+    }
+
+    /// Whether the node is stopping.
+    pub fn stopping(&self) -> bool {
+        self.stopping.get()
+    }
+
+    /// Closes the shard's Redis connection, once its connections are done.
+    pub fn close(&self) {
+        self.store.conn.close();
+    }
+
     /// A fresh request id: unique over shards, nodes and restarts (with near certainty).
     pub fn next_request_id(&self) -> String {
         let n = self.requests.get() + 1;
@@ -347,31 +192,6 @@ impl Shard {
         v
     }
 
-    /// Asks for the leases of the partitions of every campaign proven empty, so that a
-    /// refused retry with an `Idempotency-Key` ends here; forgets those of the others. A
-    /// waiting room's refusals do not end on the shard, so its campaigns are left out.
-    async fn renew_leases(&self) {
-        let lendable: Vec<(String, u32)> = self
-            .campaigns
-            .borrow()
-            .values()
-            .filter(|v| v.campaign.state == State::Live && v.sold_out)
-            .filter(|v| v.campaign.spec.queue.is_none())
-            .map(|v| (v.campaign.spec.id.clone(), v.campaign.spec.partitions))
-            .collect();
-        self.leases
-            .borrow_mut()
-            .retain(|id| lendable.iter().any(|(l, _)| l == id));
-        for (id, partitions) in &lendable {
-            if !self.leases.borrow_mut().wanted(id) {
-                continue;
-            }
-            if let Err(e) = leases::renew(&self.store, &self.leases, id, *partitions).await {
-                tracing::debug!(campaign = %id, error = %e, "a partition's lease was not renewed");
-            }
-        }
-    }
-
     /// Whether the shard answers campaign `id`'s purchases sold out now (see
     /// [`CampaignView::refuses_as_sold_out`]).
     pub fn refuses_as_sold_out(&self, id: &str) -> bool {
@@ -390,7 +210,7 @@ impl Shard {
 
     /// Counts a refusal against a client; one that crosses the automatic threshold is
     /// blacklisted on every node.
-    pub fn refused(&self, client: crate::guard::Client<'_>, now: std::time::Instant) {
+    pub fn refused(&self, client: Client<'_>, now: Instant) {
         let mut guard = self.guard.borrow_mut();
         if !guard.refused(client, now) {
             return;
@@ -415,92 +235,77 @@ impl Shard {
         self.synced.get()
     }
 
-    /// Replaces the campaign definitions, keeping what the shard learned of their stock.
-    fn apply_campaigns(&self, fresh: HashMap<String, Campaign>) {
-        let mut map = self.campaigns.borrow_mut();
-        map.retain(|id, _| fresh.contains_key(id));
-        for (id, c) in fresh {
-            match map.get_mut(&id) {
-                Some(v) => v.campaign = c,
-                None => {
-                    map.insert(id, CampaignView::new(c));
-                }
-            }
-        }
+    /// The guard's verdict on a client address: blacklist and per-IP bucket.
+    pub fn admit_client(&self, ip: IpAddr, now: Instant) -> Result<(), Refusal> {
+        self.guard.borrow_mut().check_ip(ip, now)
     }
 
-    /// Reads what changed in the control plane, then the stock of the campaigns that
-    /// sell (see [`CampaignView::due`]); `announced`: an announcement woke this poll.
-    async fn sync(&self, announced: bool) -> Result<(), StoreError> {
-        let conn = &self.store.conn;
-        let version = store::int(Some(&conn.query(&protocol::version()).await?)).unwrap_or(0);
-        // A change whose announcement was lost (a writer that died half-way) is still
-        // picked up by a full reload every few seconds.
-        let stale = self
-            .reloaded
-            .get()
-            .is_none_or(|t| t.elapsed() > Duration::from_secs(5));
-        if self.version.get() != Some(version) || stale {
-            let ids = protocol::read_strings(&conn.query(&protocol::campaign_ids()).await?);
-            let mut fresh = HashMap::new();
-            for id in ids {
-                let record = conn.query(&protocol::campaign(&id)).await?;
-                match protocol::read_campaign(&record) {
-                    Some(c) => {
-                        fresh.insert(id, c);
-                    }
-                    None => tracing::warn!(campaign = %id, "skipping a damaged campaign record"),
-                }
-            }
-            let overrides = protocol::read_fields(&conn.query(&protocol::limits()).await?);
-            self.apply_campaigns(fresh);
-            self.guard.borrow_mut().limits = self.settings.limits.with_overrides(&overrides);
-            self.version.set(Some(version));
-            self.reloaded.set(Some(std::time::Instant::now()));
+    /// The guard's verdict on a user: blacklist and per-user bucket. A refusal counts
+    /// against the user.
+    pub fn admit_user(&self, user: &str, now: Instant) -> Result<(), Refusal> {
+        let checked = self.guard.borrow_mut().check_user(user, now);
+        if checked.is_err() {
+            self.refused(Client::User(user), now);
         }
-        let bl_version =
-            store::int(Some(&conn.query(&protocol::blacklist_version()).await?)).unwrap_or(0);
-        if self.blacklist_version.get() != Some(bl_version) {
-            let now_ms = seckill_core::now_ms();
-            let entries =
-                protocol::read_blacklist(&conn.query(&protocol::blacklist(now_ms)).await?);
-            self.guard
-                .borrow_mut()
-                .blacklist
-                .replace(entries, now_ms, std::time::Instant::now());
-            self.blacklist_version.set(Some(bl_version));
-        }
-        let now = Instant::now();
-        let stocked: Vec<(String, u32, bool)> = self
-            .campaigns
-            .borrow_mut()
-            .values_mut()
-            .filter(|v| matches!(v.campaign.state, State::Armed | State::Live | State::Paused))
-            .filter_map(|v| {
-                v.due(announced, now).then(|| {
-                    let s = &v.campaign.spec;
-                    (s.id.clone(), s.partitions, s.queue.is_some())
-                })
-            })
-            .collect();
-        for (id, partitions, queued) in stocked {
-            let probes = self.store.probe_all(&id, partitions).await?;
-            let queue = if queued {
-                let v = conn.query(&protocol::queue_counters(&id)).await?;
-                Some(protocol::read_queue_counters(&v))
-            } else {
-                None
-            };
-            let mut map = self.campaigns.borrow_mut();
-            let Some(v) = map.get_mut(&id) else { continue };
-            v.queue = queue;
-            v.stock_read(
-                probes.iter().map(|p| p.stock + p.transit).sum(),
-                probes.iter().map(|p| p.inflow).collect(),
-            );
-        }
-        self.synced.set(true);
-        Ok(())
+        checked
+    }
+
+    /// A purchase about to go to Redis: the shard's share of the campaign's admission.
+    pub fn admit_purchase(&self, campaign: &str, now: Instant) -> Result<(), Refusal> {
+        self.guard.borrow_mut().admit(campaign, now)
+    }
+
+    /// The user of a session token this shard verified before, unless it has expired by
+    /// `now_ms`.
+    pub fn cached_user(&self, token: &[u8], now_ms: i64) -> Option<Rc<str>> {
+        self.tokens.borrow().user(token, now_ms)
+    }
+
+    /// Keeps a token whose signature held, until `expires_ms`.
+    pub fn remember_token(&self, token: &[u8], user: Rc<str>, expires_ms: i64) {
+        self.tokens.borrow_mut().insert(token, user, expires_ms);
+    }
+
+    /// Whether `user`'s `key` may have a first answer in Redis for `campaign`: `false`
+    /// only while the user's partition is lent to this shard and holds none for the key
+    /// (see [`leases::Leases::may_have_first_answer`]).
+    pub fn may_have_first_answer(
+        &self,
+        campaign: &str,
+        partitions: u32,
+        user: &str,
+        key: &str,
+    ) -> bool {
+        self.leases
+            .borrow()
+            .may_have_first_answer(campaign, partitions, user, key)
+    }
+
+    /// Takes a slot for an event stream of `client`, within `http.max_event_streams_*`.
+    pub fn take_stream_slot(&self, client: IpAddr) -> Result<(), StreamCap> {
+        let h = &self.settings.http;
+        self.streams.borrow_mut().take(
+            client,
+            h.max_event_streams_per_client,
+            h.max_event_streams_per_shard,
+        )
+    }
+
+    /// Gives back a slot [`Shard::take_stream_slot`] gave `client`.
+    pub fn give_back_stream_slot(&self, client: IpAddr) {
+        self.streams.borrow_mut().give_back(client);
+    }
+
+    /// The events stream's current update for campaign `id`, shared by all its streams
+    /// on the shard: made by `render` when the campaign changed since the last one.
+    pub fn live_event(
+        &self,
+        id: &str,
+        render: impl FnOnce(&CampaignView) -> Option<String>,
+    ) -> Option<Rc<str>> {
+        let campaigns = self.campaigns.borrow();
+        let v = campaigns.get(id)?;
+        self.live_events.borrow_mut().of(id, v, render)
     }
 }
 
@@ -524,63 +329,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_proof_of_emptiness_older_than_units_a_poll_found_is_not_taken() {
-        let spec = seckill_core::campaign::CampaignSpec::from_toml(
-            "id = \"c\"\nname = \"c\"\ntotal = 4\npartitions = 2\nper_user_limit = 1\nhold_ttl_s = 60\nprice_cents = 1\n",
-        )
-        .expect("spec");
-        let mut v = CampaignView::new(Campaign::new(spec).expect("campaign"));
-        v.campaign.state = State::Live;
-        v.stock_read(4, vec![0, 0]);
-        // A purchase comes, and proves the campaign empty: the shard refuses from then on.
-        let began = v.restocks;
-        v.proven_empty(began);
-        assert!(v.refuses_as_sold_out());
-        // Holds expire, a poll finds their units, and then a purchase that began before
-        // that poll comes back with its proof: the units stay on sale.
-        let began = v.restocks;
-        v.stock_read(2, vec![0, 2]);
-        assert!(!v.refuses_as_sold_out());
-        v.proven_empty(began);
-        assert!(!v.refuses_as_sold_out());
-        assert_eq!(v.remaining, 2);
-        // A proof begun after the poll is taken, as are two empty polls with no arrival
-        // in between.
-        v.proven_empty(v.restocks);
-        assert!(v.refuses_as_sold_out());
-        v.stock_read(1, vec![0, 3]);
-        v.stock_read(0, vec![1, 3]);
-        assert!(!v.refuses_as_sold_out());
-        v.stock_read(0, vec![1, 3]);
-        assert!(v.refuses_as_sold_out());
-    }
-
-    #[test]
     fn request_ids_are_the_prefix_and_the_count_in_hex() {
         for n in [0, 1, 9, 10, 15, 16, 255, 4096, 0xdead_beef, u64::MAX] {
             assert_eq!(request_id("0a1b2c3d04", n), format!("0a1b2c3d04-{n:x}"));
         }
-    }
-
-    #[test]
-    fn stream_slots_cap_each_client_and_the_shard_and_come_back_when_given_back() {
-        let ip = |n: u8| IpAddr::from([127, 0, 0, n]);
-        let mut slots = StreamSlots::default();
-        assert_eq!(slots.take(ip(1), 2, 3), Ok(()));
-        assert_eq!(slots.take(ip(1), 2, 3), Ok(()));
-        assert_eq!(slots.take(ip(1), 2, 3), Err(StreamCap::Client));
-        assert_eq!(slots.take(ip(2), 2, 3), Ok(()));
-        assert_eq!(slots.take(ip(3), 2, 3), Err(StreamCap::Shard));
-        // A refusal takes nothing.
-        assert_eq!((slots.open(), slots.of(ip(1)), slots.of(ip(3))), (3, 2, 0));
-        slots.give_back(ip(1));
-        assert_eq!(slots.take(ip(3), 2, 3), Ok(()));
-        for n in [1, 2, 3] {
-            slots.give_back(ip(n));
-        }
-        // Giving back what was never taken changes nothing.
-        slots.give_back(ip(9));
-        assert_eq!(slots.open(), 0);
-        assert!(slots.by_client.is_empty(), "{:?}", slots.by_client);
     }
 }

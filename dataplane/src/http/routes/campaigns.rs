@@ -1,8 +1,8 @@
 //! `GET /api/campaigns` and `GET /api/campaigns/{id}`: what is on sale, from the shard's
 //! copy of the control plane (stock at most a poll interval old). Drafts are not shown.
 
+use crate::http::reply::ApiError;
 use crate::http::reply::{ok, Reply};
-use crate::http::ApiError;
 use crate::shard::{CampaignView, Shard};
 use seckill_core::api::{CampaignInfo, QueueInfo};
 use seckill_core::campaign::State;

@@ -11,9 +11,11 @@ use hyper::Request;
 use rand::RngExt;
 
 use crate::guard::pow::{self, Ticket};
+use crate::http::body::{before_body, read_json, REFUSED_CLIENT_WAIT};
+use crate::http::extract;
+use crate::http::reply::ApiError;
 use crate::http::reply::{ok, Reply};
 use crate::http::request::SolutionBody;
-use crate::http::{authenticate, before_body, read_json, ApiError, REFUSED_CLIENT_WAIT};
 use crate::shard::Shard;
 use crate::store::{Challenge, Issue, NewTicket};
 use seckill_core::api;
@@ -58,7 +60,7 @@ fn window_ms(shard: &Shard, c: &seckill_core::campaign::Campaign) -> i64 {
     if c.spec.queue.is_some() {
         i64::MAX / 4
     } else {
-        shard.settings.tickets.window_s as i64 * 1000
+        shard.settings().tickets.window_s as i64 * 1000
     }
 }
 
@@ -68,9 +70,9 @@ fn unavailable(e: crate::store::StoreError) -> ApiError {
 }
 
 pub async fn challenge(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
-    let user = authenticate(shard, req.headers())?;
+    let user = extract::user(shard, req.headers())?;
     open_for_tickets(shard, id)?;
-    let t = &shard.settings.tickets;
+    let t = &shard.settings().tickets;
     let challenge_id = random_hex(16);
     let c = Challenge {
         user: user.to_string(),
@@ -78,7 +80,7 @@ pub async fn challenge(shard: &Shard, id: &str, req: Request<Incoming>) -> Resul
         difficulty: t.difficulty,
     };
     shard
-        .store
+        .store()
         .open_challenge(id, &challenge_id, &c, t.challenge_ttl_s)
         .await
         .map_err(unavailable)?;
@@ -91,7 +93,7 @@ pub async fn challenge(shard: &Shard, id: &str, req: Request<Incoming>) -> Resul
 }
 
 pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
-    let user = match authenticate(shard, req.headers())
+    let user = match extract::user(shard, req.headers())
         .and_then(|u| open_for_tickets(shard, id).map(|()| u))
     {
         Ok(user) => user,
@@ -102,7 +104,7 @@ pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<R
         return Err(ApiError::ChallengeInvalid);
     }
     let c = shard
-        .store
+        .store()
         .challenge(id, &s.challenge_id)
         .await
         .map_err(unavailable)?
@@ -110,10 +112,10 @@ pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<R
     if *c.user != *user || !pow::solves(&c.prefix, &s.nonce, c.difficulty) {
         return Err(ApiError::ChallengeInvalid);
     }
-    let t = &shard.settings.tickets;
+    let t = &shard.settings().tickets;
     let expires = seckill_core::now_ms() + t.ticket_ttl_s as i64 * 1000;
     let ticket = pow::sign_ticket(
-        &shard.settings.secret,
+        &shard.settings().secret,
         &Ticket {
             campaign: id.to_string(),
             user: user.to_string(),
@@ -122,7 +124,7 @@ pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<R
         expires,
     );
     let issued = shard
-        .store
+        .store()
         .issue_ticket(&NewTicket {
             campaign: id,
             challenge: &s.challenge_id,

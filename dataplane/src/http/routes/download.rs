@@ -7,24 +7,24 @@ use http_body_util::Full;
 use hyper::header::{HeaderValue, CONTENT_DISPOSITION, CONTENT_TYPE};
 use hyper::Response;
 
+use crate::http::reply::ApiError;
 use crate::http::reply::Reply;
-use crate::http::ApiError;
 use crate::shard::Shard;
 use seckill_core::auth::{self, TokenError};
 use seckill_core::keys::OrderId;
 
 pub async fn get(shard: &Shard, token: &str) -> Result<Reply, ApiError> {
-    let order_id = auth::verify_download(&shard.settings.secret, token, seckill_core::now_ms())
+    let order_id = auth::verify_download(&shard.settings().secret, token, seckill_core::now_ms())
         .map_err(|e| match e {
-            TokenError::Expired => ApiError::LinkExpired,
-            _ => ApiError::LinkInvalid,
-        })?;
+        TokenError::Expired => ApiError::LinkExpired,
+        _ => ApiError::LinkInvalid,
+    })?;
     let order = OrderId::parse(&order_id).ok_or(ApiError::LinkInvalid)?;
     let name = shard
         .with_campaign(order.campaign, |v| v.campaign.spec.content_file.clone())
         .flatten()
         .ok_or(ApiError::NotFound)?;
-    let path = shard.settings.content_dir.join(&name);
+    let path = shard.settings().content_dir.join(&name);
     let bytes = read(&path).await.map_err(|e| {
         tracing::error!(path = %path.display(), error = %e, "cannot read content file");
         ApiError::NotFound

@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use crate::http::ApiError;
+use crate::http::reply::ApiError;
 use crate::shard::{Shard, StreamCap};
 
 pub type Events = StreamBody<LocalBoxStream<'static, Result<Frame<Bytes>, Infallible>>>;
@@ -30,38 +30,8 @@ const HEARTBEAT: Duration = Duration::from_secs(15);
 const RETRY_AFTER_S: u64 = 5;
 
 /// The shard's current update for a published campaign, shared by all its streams.
-pub fn live_event(shard: &Shard, id: &str) -> Option<Rc<str>> {
-    let key = shard.with_campaign(id, |v| {
-        (
-            v.public_state(),
-            v.remaining,
-            v.campaign.starts_at_ms,
-            v.campaign.ends_at_ms,
-            v.queue.as_ref().map(|q| {
-                (
-                    q.admit_per_s,
-                    q.seed_sha1.is_some(),
-                    q.drawn_ms.is_some(),
-                    q.admitted,
-                    q.sold_out,
-                )
-            }),
-        )
-    })?;
-    if let Some((k, ev)) = shard.live_events.borrow().get(id) {
-        if *k == key {
-            return Some(ev.clone());
-        }
-    }
-    let json = shard
-        .with_campaign(id, super::campaigns::info_json)
-        .flatten()?;
-    let ev: Rc<str> = Rc::from(json);
-    shard
-        .live_events
-        .borrow_mut()
-        .insert(id.to_string(), (key, ev.clone()));
-    Some(ev)
+fn live_event(shard: &Shard, id: &str) -> Option<Rc<str>> {
+    shard.live_event(id, super::campaigns::info_json)
 }
 
 /// A stream's place in the shard's count, given back when the stream's body is dropped:
@@ -73,12 +43,7 @@ struct Slot {
 
 impl Slot {
     fn take(shard: &Rc<Shard>, client: IpAddr) -> Result<Slot, ApiError> {
-        let h = &shard.settings.http;
-        let taken = shard.streams.borrow_mut().take(
-            client,
-            h.max_event_streams_per_client,
-            h.max_event_streams_per_shard,
-        );
+        let taken = shard.take_stream_slot(client);
         let retry_after_s = RETRY_AFTER_S;
         match taken {
             Ok(()) => Ok(Slot {
@@ -93,7 +58,7 @@ impl Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.shard.streams.borrow_mut().give_back(self.client);
+        self.shard.give_back_stream_slot(self.client);
     }
 }
 
@@ -114,7 +79,7 @@ pub fn open(shard: Rc<Shard>, id: &str, client: IpAddr) -> Result<Response<Event
     live_event(&shard, id).ok_or(ApiError::UnknownCampaign)?;
     let slot = Slot::take(&shard, client)?;
     let heartbeat = HEARTBEAT.min(Duration::from_millis(
-        shard.settings.http.idle_timeout_ms / 2,
+        shard.settings().http.idle_timeout_ms / 2,
     ));
     let start = Stream {
         shard,
@@ -125,7 +90,7 @@ pub fn open(shard: Rc<Shard>, id: &str, client: IpAddr) -> Result<Response<Event
     };
     let events = stream::unfold(start, move |mut s| async move {
         loop {
-            if s.shard.stopping.get() {
+            if s.shard.stopping() {
                 return None;
             }
             // A campaign that is no longer published ends the stream.

@@ -4,8 +4,9 @@
 use hyper::body::Incoming;
 use hyper::Request;
 
+use crate::http::extract;
+use crate::http::reply::ApiError;
 use crate::http::reply::{ok, Reply};
-use crate::http::{authenticate, ApiError};
 use crate::shard::Shard;
 use crate::store::{int, items, text};
 use seckill_core::api;
@@ -13,13 +14,11 @@ use seckill_core::auth;
 use seckill_core::keys::{OrderId, PartitionKeys};
 
 pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
-    let user = authenticate(shard, req.headers())?;
+    let user = extract::user(shard, req.headers())?;
     let oid = OrderId::parse(id).ok_or(ApiError::NotFound)?;
     let key = PartitionKeys::new(oid.campaign, oid.partition).order(id);
     let fields = shard
-        .store
-        .conn
-        .query(redis::cmd("HMGET").arg(key).arg(&[
+        .read(redis::cmd("HMGET").arg(key).arg(&[
             "user",
             "qty",
             "status",
@@ -54,8 +53,8 @@ pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Repl
             .unwrap_or(false);
         if has_file {
             // A fresh link on every look: it expires, the order does not.
-            let expires = seckill_core::now_ms() + shard.settings.download_ttl.as_millis() as i64;
-            let token = auth::sign_download(&shard.settings.secret, id, expires);
+            let expires = seckill_core::now_ms() + shard.settings().download_ttl.as_millis() as i64;
+            let token = auth::sign_download(&shard.settings().secret, id, expires);
             body.download_url = Some(format!("/dl/{token}").into());
             body.download_expires_at_ms = Some(expires);
         }

@@ -12,8 +12,8 @@ use hyper::{Request, Response, StatusCode};
 use sha2::{Digest, Sha256};
 use std::sync::OnceLock;
 
+use crate::http::reply::ApiError;
 use crate::http::reply::Reply;
-use crate::http::ApiError;
 
 struct Asset {
     body: &'static str,

@@ -4,17 +4,18 @@
 use hyper::body::Incoming;
 use hyper::Request;
 
+use crate::http::extract;
+use crate::http::reply::ApiError;
 use crate::http::reply::{ok, Reply};
-use crate::http::{authenticate, ApiError};
 use crate::shard::Shard;
 use crate::store::Payment;
 use seckill_core::api;
 use seckill_core::keys::OrderId;
 
 pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
-    let user = authenticate(shard, req.headers())?;
+    let user = extract::user(shard, req.headers())?;
     let order = OrderId::parse(id).ok_or(ApiError::NotFound)?;
-    let paid = shard.store.pay(&order, id, &user).await.map_err(|e| {
+    let paid = shard.store().pay(&order, id, &user).await.map_err(|e| {
         tracing::debug!(order = id, error = %e, "payment failed in redis");
         ApiError::Unavailable
     })?;

@@ -6,12 +6,10 @@ use hyper::body::Incoming;
 use hyper::Request;
 
 use crate::guard::pow;
-use crate::http::reply::{ok, Reply};
-use crate::http::request::{self, Headers, PurchaseBody};
-use crate::http::{
-    authenticate, before_body, read_json, refused_before_body, ApiError, Step, IDEMPOTENCY_KEY,
-    REFUSED_CLIENT_WAIT,
-};
+use crate::http::body::{before_body, read_json, refused_before_body, Step, REFUSED_CLIENT_WAIT};
+use crate::http::extract::Asker;
+use crate::http::reply::{ok, ApiError, Reply};
+use crate::http::request::PurchaseBody;
 use crate::shard::Shard;
 use crate::store::{Purchase, PurchaseRequest};
 use seckill_core::campaign::State;
@@ -44,7 +42,7 @@ async fn first_answer_or(
     refusal: ApiError,
 ) -> Result<Reply, ApiError> {
     let first = shard
-        .store
+        .store()
         .first_answer(id, partitions, user, key)
         // Redis calls' futures are boxed where they are made: inline, they would set the
         // size of every purchase's future.
@@ -86,8 +84,7 @@ fn key_to_ask<'k>(
     user: &str,
     idem: Option<&'k str>,
 ) -> Option<&'k str> {
-    let leases = shard.leases.borrow();
-    idem.filter(|key| leases.may_have_first_answer(id, partitions, user, key))
+    idem.filter(|key| shard.may_have_first_answer(id, partitions, user, key))
 }
 
 /// What the shard decided on its own: a refusal, and what the purchase needs if none.
@@ -135,25 +132,26 @@ pub(crate) struct Refusing(Option<Verdict>);
 pub(crate) fn decide<'h>(
     shard: &Shard,
     id: &str,
-    headers: &'h (impl Headers + ?Sized),
+    asker: &Asker<'h>,
     declared: u64,
     ahead: Option<Refusing>,
 ) -> Decision<'h> {
-    let user = match authenticate(shard, headers) {
+    let user = match asker.user(shard) {
         Ok(user) => user,
         Err(e) => return Decision::Refused(e, REFUSED_CLIENT_WAIT),
     };
-    let idem = match request::idempotency_key(headers.value(&IDEMPOTENCY_KEY)) {
+    let idem = match asker.idempotency_key() {
         Ok(key) => key,
         Err(e) => return Decision::Refused(e, REFUSED_CLIENT_WAIT),
     };
     // A refusal for the sale's sake waits for the rest of the body as long as a purchase
     // would: the connection is a shopper's, who may buy again on it. Not for a body over
     // the limit, which a purchase would refuse at once.
-    let body_wait = if declared > shard.settings.http.max_body_bytes as u64 {
+    let http = &shard.settings().http;
+    let body_wait = if declared > http.max_body_bytes as u64 {
         REFUSED_CLIENT_WAIT
     } else {
-        Duration::from_millis(shard.settings.http.header_timeout_ms)
+        Duration::from_millis(http.header_timeout_ms)
     };
     let (verdict, settled) = match ahead {
         Some(Refusing(verdict)) => (verdict, true),
@@ -192,31 +190,25 @@ pub(crate) fn decide<'h>(
     }
 }
 
-/// The campaign's part of the decision, when [`decide`] refuses a purchase with these
-/// headers whatever the checks before the campaign's find: the campaign refuses every
+/// The campaign's part of the decision, when [`decide`] refuses a purchase from this
+/// asker whatever the checks before the campaign's find: the campaign refuses every
 /// purchase now (or is unknown), and the key (if any) can have no first answer waiting
 /// in Redis. Reads the shard's state and changes nothing but two marks: that a keyed
 /// refusal looked at the partition's lease (which keeps the lease renewed), and that a
 /// purchase of a sold-out campaign came (which keeps its stock read), so a caller may
 /// ask before it commits to an answer of its own; handed to [`decide`], what it found
 /// stands, read once whatever the clocks do meanwhile.
-pub(crate) fn ends_on_shard(
-    shard: &Shard,
-    id: &str,
-    headers: &(impl Headers + ?Sized),
-) -> Option<Refusing> {
+pub(crate) fn ends_on_shard(shard: &Shard, id: &str, asker: &Asker<'_>) -> Option<Refusing> {
     let Some(verdict) = shard.with_campaign(id, verdict) else {
         return Some(Refusing(None));
     };
     verdict.refusal.as_ref()?;
-    let Ok(Some(key)) = request::idempotency_key(headers.value(&IDEMPOTENCY_KEY)) else {
+    let Ok(Some(key)) = asker.idempotency_key() else {
         return Some(Refusing(Some(verdict)));
     };
     // A key's first answers are kept under its user's partition, known here only from a
     // token verified before.
-    let token = request::bearer_bytes(headers.value(&hyper::header::AUTHORIZATION));
-    let now_ms = seckill_core::clock::coarse_now_ms();
-    let user = token.and_then(|t| shard.tokens.borrow().user(t, now_ms))?;
+    let user = asker.known_user(shard)?;
     key_to_ask(shard, id, verdict.partitions, &user, Some(key))
         .is_none()
         .then_some(Refusing(Some(verdict)))
@@ -227,7 +219,8 @@ pub(crate) fn ends_on_shard(
 /// answered at once. Only what waits (a body on its way, Redis) becomes a future.
 pub fn post<'a>(shard: &'a Shard, id: &'a str, req: Request<Incoming>) -> Step<'a> {
     let declared = hyper::body::Body::size_hint(req.body()).lower();
-    match decide(shard, id, req.headers(), declared, None) {
+    let asker = Asker::of(req.headers());
+    match decide(shard, id, &asker, declared, None) {
         Decision::Refused(e, wait) => refused_before_body(req, e, wait),
         Decision::Ask {
             user,
@@ -314,7 +307,7 @@ async fn buy(
             .ticket
             .as_deref()
             .and_then(|t| {
-                pow::verify_ticket_until(&shard.settings.secret, t, seckill_core::now_ms()).ok()
+                pow::verify_ticket_until(&shard.settings().secret, t, seckill_core::now_ms()).ok()
             })
             .filter(|(t, _)| {
                 let pass = queue::is_pass(&t.id);
@@ -328,12 +321,9 @@ async fn buy(
     } else {
         (None, None)
     };
-    shard
-        .guard
-        .borrow_mut()
-        .admit(id, std::time::Instant::now())?;
+    shard.admit_purchase(id, std::time::Instant::now())?;
     let outcome = shard
-        .store
+        .store()
         .purchase(
             PurchaseRequest {
                 campaign: id,

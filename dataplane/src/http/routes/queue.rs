@@ -8,8 +8,10 @@ use hyper::body::Incoming;
 use hyper::Request;
 
 use crate::guard::pow;
+use crate::http::body::{before_body, read_json, REFUSED_CLIENT_WAIT};
+use crate::http::extract;
+use crate::http::reply::ApiError;
 use crate::http::reply::{ok, Reply};
-use crate::http::{authenticate, before_body, read_json, ApiError, REFUSED_CLIENT_WAIT};
 use crate::shard::Shard;
 use crate::store::{Look, Standing};
 use seckill_core::api::{JoinBody, QueueStatus};
@@ -77,7 +79,7 @@ fn waiting(
     rate: u32,
 ) -> QueueStatus<'static> {
     let receipt = queue::sign_receipt(
-        &shard.settings.secret,
+        &shard.settings().secret,
         id,
         user,
         place,
@@ -109,8 +111,9 @@ fn answer(shard: &Shard, id: &str, user: &str, look: Look, rate: u32) -> Result<
         Standing::Admitted { place, expires_ms } => {
             let mut s = status("admitted");
             s.place = Some(place);
-            s.ticket =
-                Some(queue::sign_pass(&shard.settings.secret, id, user, place, expires_ms).into());
+            s.ticket = Some(
+                queue::sign_pass(&shard.settings().secret, id, user, place, expires_ms).into(),
+            );
             s.ticket_expires_at_ms = Some(expires_ms);
             s
         }
@@ -129,7 +132,7 @@ fn random_hex(bytes: usize) -> String {
 }
 
 pub async fn join(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
-    let checked = authenticate(shard, req.headers()).and_then(|u| room(shard, id).map(|r| (u, r)));
+    let checked = extract::user(shard, req.headers()).and_then(|u| room(shard, id).map(|r| (u, r)));
     let (user, room) = match checked {
         Ok(v) => v,
         Err(e) => return before_body(req, Err(e), REFUSED_CLIENT_WAIT).await,
@@ -143,13 +146,13 @@ pub async fn join(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
         body.ticket
             .as_deref()
             .and_then(|t| {
-                pow::verify_ticket(&shard.settings.secret, t, seckill_core::now_ms()).ok()
+                pow::verify_ticket(&shard.settings().secret, t, seckill_core::now_ms()).ok()
             })
             .filter(|t| t.campaign == id && *t.user == *user && !queue::is_pass(&t.id))
             .ok_or(ApiError::TicketInvalid)?;
     }
     let look = shard
-        .store
+        .store()
         .queue(id, &user, true, &random_hex(16))
         .await
         .map_err(unavailable)?;
@@ -157,7 +160,7 @@ pub async fn join(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
 }
 
 pub async fn look(shard: &Shard, id: &str, req: &Request<Incoming>) -> Result<Reply, ApiError> {
-    let user = authenticate(shard, req.headers())?;
+    let user = extract::user(shard, req.headers())?;
     let room = room(shard, id)?;
     if room.state == State::Ended {
         return Ok(ok(&status("ended")));
@@ -167,7 +170,13 @@ pub async fn look(shard: &Shard, id: &str, req: &Request<Incoming>) -> Result<Re
         .get("queue-receipt")
         .and_then(|v| v.to_str().ok())
         .and_then(|r| {
-            queue::verify_receipt(&shard.settings.secret, r, id, &user, seckill_core::now_ms())
+            queue::verify_receipt(
+                &shard.settings().secret,
+                r,
+                id,
+                &user,
+                seckill_core::now_ms(),
+            )
         });
     // The receipt answers while the shopper is still waiting as the shard last saw the
     // room; their turn, or a draw the receipt predates, takes a look in Redis.
@@ -197,7 +206,7 @@ pub async fn look(shard: &Shard, id: &str, req: &Request<Incoming>) -> Result<Re
         _ => {}
     }
     let look = shard
-        .store
+        .store()
         .queue(id, &user, false, "")
         .await
         .map_err(unavailable)?;

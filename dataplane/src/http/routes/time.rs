@@ -1,7 +1,7 @@
 //! `GET /api/time`: the server's clock, so clients can count down to a sale.
 
+use crate::http::reply::ApiError;
 use crate::http::reply::{ok, Reply};
-use crate::http::ApiError;
 use seckill_core::api;
 
 pub fn get() -> Result<Reply, ApiError> {

@@ -269,6 +269,9 @@ async fn run_shard(
             let Ok(slot) = slots.acquire_static_permit(1).await else {
                 return;
             };
+            // Each connection holds one slot, given back when it ends: never more out
+            // than the cap.
+            debug_assert!(slots.available() < max_conns);
             let stream = match listener.accept().await {
                 Ok(s) => s,
                 Err(e) => {

@@ -29,6 +29,9 @@ impl Bucket {
     /// Takes a token, or says how long until one is there.
     pub fn take(&mut self, now: Instant, rate: f64, burst: f64) -> Result<(), Duration> {
         self.refill(now, rate, burst);
+        // A bucket is never overdrawn: a token is taken only when one is there, and the
+        // refill adds none at a rate of zero or less.
+        debug_assert!(self.tokens >= 0.0, "a bucket overdrawn: {}", self.tokens);
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
             Ok(())

@@ -113,6 +113,12 @@ impl Lane {
 
     /// `n` bytes went to hyper.
     pub(super) fn handed(&mut self, n: usize) {
+        // Framing holds only while hyper is handed no more than the request it reads.
+        debug_assert!(
+            self.off || n <= self.owed,
+            "hyper handed {n} of {}",
+            self.owed
+        );
         self.owed = self.owed.saturating_sub(n);
     }
 
@@ -173,6 +179,7 @@ impl Lane {
         mut io: Pin<&mut W>,
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<()>> {
+        debug_assert!(self.sent <= self.out.len());
         while self.sent < self.out.len() {
             match io.as_mut().poll_write(cx, &self.out[self.sent..]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),

@@ -41,18 +41,32 @@ impl StreamSlots {
         }
         *self.by_client.entry(client).or_insert(0) += 1;
         self.open += 1;
+        self.check();
         Ok(())
     }
 
     /// Gives back a slot `take` gave `client`.
     pub fn give_back(&mut self, client: IpAddr) {
         if let Some(n) = self.by_client.get_mut(&client) {
+            debug_assert!(*n > 0 && self.open > 0, "a stream slot given back twice");
             *n -= 1;
             if *n == 0 {
                 self.by_client.remove(&client);
             }
             self.open -= 1;
         }
+        self.check();
+    }
+
+    /// The shard's count is the sum of the clients', none of which is kept at zero. A
+    /// stream is opened or closed seldom: the sum is taken, in debug builds, every time.
+    fn check(&self) {
+        debug_assert!(self.by_client.values().all(|n| *n > 0));
+        debug_assert_eq!(
+            self.open,
+            self.by_client.values().map(|n| *n as usize).sum::<usize>(),
+            "stream slots out of count"
+        );
     }
 
     /// Streams open on the shard.

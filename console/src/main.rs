@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use seckill_console::command::Stores;
 use seckill_console::run::{run, Options};
+use seckill_core::cli_args::RedisArgs;
 
 #[derive(Parser)]
 #[command(
@@ -14,17 +15,8 @@ use seckill_console::run::{run, Options};
     about = "seckill ops console: campaigns, live stock, QPS and the ledger in the terminal"
 )]
 struct Args {
-    /// Redis holding the control plane: redis://[user@]host:port (the operators' user).
-    #[arg(
-        long,
-        env = "SECKILL_REDIS",
-        hide_env_values = true,
-        default_value = "redis://127.0.0.1:6390"
-    )]
-    redis: String,
-    /// File holding the Redis user's password (mode 0600).
-    #[arg(long, env = "SECKILL_REDIS_PASSWORD_FILE")]
-    redis_password_file: Option<PathBuf>,
+    #[command(flatten)]
+    redis: RedisArgs,
     /// Open on this campaign's detail view (as soon as it exists).
     #[arg(long, env = "SECKILL_CAMPAIGN")]
     campaign: Option<String>,
@@ -76,8 +68,7 @@ fn console(args: Args) -> anyhow::Result<()> {
     if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         anyhow::bail!("seckill-console needs a terminal; `seckill-dataplane campaign list` reads the same control plane");
     }
-    let redis = seckill_core::secrets::redis_url(&args.redis, args.redis_password_file.as_deref())
-        .map_err(|e| anyhow::anyhow!("--redis-password-file: {e}"))?;
+    let redis = args.redis.url_with_password()?;
     redis::Client::open(redis.as_str()).map_err(|e| anyhow::anyhow!("--redis: {e}"))?;
     run(Options {
         redis,

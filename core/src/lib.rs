@@ -23,6 +23,7 @@ pub mod auth;
 pub mod backoff;
 pub mod blacklist;
 pub mod campaign;
+pub mod cli_args;
 pub mod clock;
 pub mod connection;
 pub mod control;

@@ -9,9 +9,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use seckill_core::cli_args::{redis_flag, RedisArgs};
 use seckill_core::{api, control, ledger};
 
 #[derive(Args, Debug, Clone)]
+#[command(mut_args(redis_flag(|a| a.help("Redis of the control plane, to check the ledger afterwards"))))]
 pub struct BurstArgs {
     /// Base URL of a data plane with the demo token issuer on.
     #[arg(long, default_value = "http://127.0.0.1:8080")]
@@ -31,17 +33,8 @@ pub struct BurstArgs {
     /// Fraction of buyers who pay for their hold right away (0 to 1).
     #[arg(long, default_value_t = 0.0)]
     pay: f64,
-    /// Redis of the control plane, to check the ledger afterwards.
-    #[arg(
-        long,
-        env = "SECKILL_REDIS",
-        hide_env_values = true,
-        default_value = "redis://127.0.0.1:6390"
-    )]
-    redis: String,
-    /// File holding the Redis user's password (mode 0600).
-    #[arg(long, env = "SECKILL_REDIS_PASSWORD_FILE")]
-    redis_password_file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    redis: RedisArgs,
 }
 
 pub fn run(a: &BurstArgs) -> anyhow::Result<ExitCode> {
@@ -77,8 +70,7 @@ pub fn run(a: &BurstArgs) -> anyhow::Result<ExitCode> {
     for (outcome, n) in outcomes.iter() {
         println!("  {outcome:<20} {n:>8}");
     }
-    let url = seckill_core::secrets::redis_url(&a.redis, a.redis_password_file.as_deref())
-        .map_err(|e| anyhow::anyhow!("--redis-password-file: {e}"))?;
+    let url = a.redis.url_with_password()?;
     let mut con = control::connect(&url).with_context(|| {
         format!(
             "connecting to {} for the ledger",

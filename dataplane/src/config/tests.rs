@@ -1,0 +1,146 @@
+use super::*;
+
+fn with_secret(text: &str) -> (tempfile::TempDir, Config) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret = dir.path().join("secret");
+    seckill_core::secrets::create_private(&secret, b"a secret of more than thirty-two bytes\n")
+        .expect("write");
+    let mut c = Config::from_toml(text).expect("parses");
+    c.secret_file = secret;
+    (dir, c)
+}
+
+#[test]
+fn defaults_are_valid() {
+    let (_d, c) = with_secret("");
+    let s = c.validate().expect("valid");
+    assert_eq!(s.redis[0].port, 6390);
+    assert!(s.shards >= 1);
+}
+
+#[test]
+fn the_file_sets_nested_fields() {
+    let (_d, c) =
+        with_secret("listen = \"127.0.0.1:9000\"\nshards = 2\n[http]\nmax_body_bytes = 1000\n");
+    let s = c.validate().expect("valid");
+    assert_eq!(s.listen.port(), 9000);
+    assert_eq!(s.shards, 2);
+    assert_eq!(s.http.max_body_bytes, 1000);
+}
+
+#[test]
+fn invalid_values_name_their_field() {
+    let cases = [
+        ("listen = \"nowhere\"", "listen"),
+        ("redis = \"http://x\"", "redis"),
+        ("shards = 0", "shards"),
+        ("[control]\npoll_ms = 5000", "control.poll_ms"),
+        ("[http]\nmax_body_bytes = 1", "http.max_body_bytes"),
+        (
+            "[redis_client]\ncommand_timeout_ms = 0",
+            "redis_client.command_timeout_ms",
+        ),
+        ("[breaker]\nmin_calls = 0", "breaker.min_calls"),
+        (
+            "[redis_client]\ncommand_timeout_ms = 200",
+            "breaker.slow_call_ms",
+        ),
+        (
+            "[control]\nmax_clock_skew_ms = 10",
+            "control.max_clock_skew_ms",
+        ),
+        (
+            "[http]\nmax_connections_per_shard = 100\nmax_event_streams_per_shard = 100",
+            "http.max_event_streams_per_shard",
+        ),
+        (
+            "[http]\nmax_event_streams_per_client = 0",
+            "http.max_event_streams_per_client",
+        ),
+        ("[worker]\nnice = 20", "worker.nice"),
+    ];
+    for (text, field) in cases {
+        let (_d, c) = with_secret(text);
+        let err = c.validate().expect_err(text);
+        assert_eq!(err.field, field, "{text}: {err}");
+    }
+}
+
+#[test]
+fn unknown_or_mistyped_fields_are_refused_by_name() {
+    let err = Config::from_toml("shards = \"two\"").expect_err("type");
+    assert_eq!(err.field, "shards", "{err}");
+    let err = Config::from_toml("[http]\nmax_headers = -1").expect_err("type");
+    assert_eq!(err.field, "http.max_headers", "{err}");
+    let err = Config::from_toml("lisen = \"x\"").expect_err("unknown");
+    assert!(err.to_string().contains("lisen"), "{err}");
+}
+
+#[test]
+fn a_missing_short_or_shared_secret_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, mut c) = with_secret("");
+    c.secret_file = dir.path().join("absent");
+    assert_eq!(c.validate().expect_err("absent").field, "secret_file");
+    // Six bytes of 0xff are six bytes, however a lossy conversion would count them.
+    for short in [&b"short"[..], &[0xff; 6], &[0xff; 31]] {
+        let p = dir.path().join(format!("short{}", short.len()));
+        seckill_core::secrets::create_private(&p, short).expect("write");
+        c.secret_file = p;
+        assert_eq!(c.validate().expect_err("short").field, "secret_file");
+    }
+    let p = dir.path().join("raw");
+    seckill_core::secrets::create_private(&p, &[0xff; 32]).expect("write");
+    c.secret_file = p.clone();
+    assert!(c.validate().is_ok(), "32 raw bytes are enough");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let err = c.validate().expect_err("world-readable");
+    assert_eq!(err.field, "secret_file");
+    assert!(err.problem.contains("chmod 600"), "{err}");
+}
+
+#[test]
+fn the_demo_issuer_and_an_open_admin_listener_stay_on_loopback() {
+    let (_d, c) = with_secret("listen = \"0.0.0.0:8080\"\ndemo_issuer = true");
+    let err = c.validate().expect_err("demo issuer beyond loopback");
+    assert_eq!(err.field, "demo_issuer");
+    assert!(err.problem.contains("loopback"), "{err}");
+    let (_d, c) = with_secret("listen = \"127.0.0.1:8080\"\ndemo_issuer = true");
+    assert!(c.validate().is_ok());
+    let (_d, c) = with_secret("[metrics]\nended_campaign_ttl_s = 2592001");
+    assert_eq!(
+        c.validate().expect_err("too long").field,
+        "metrics.ended_campaign_ttl_s"
+    );
+    let (_d, c) = with_secret("");
+    assert_eq!(c.metrics.ended_campaign_ttl_s, 3600);
+    let (_d, c) = with_secret("[admin]\nlisten = \"0.0.0.0:9090\"");
+    assert_eq!(c.validate().expect_err("no token").field, "admin.token");
+    let (_d, c) = with_secret("[admin]\nlisten = \"0.0.0.0:9090\"\ntoken = \"t0ken\"");
+    assert!(c.validate().is_ok());
+}
+
+#[test]
+fn the_built_in_defaults_are_the_production_ones() {
+    let c = Config::default();
+    assert!(!c.demo_issuer);
+    assert!(c.limits.ip_rate > 0.0 && c.limits.user_rate > 0.0);
+    assert_eq!(c.admin.listen, "127.0.0.1:9090");
+    // And so is the file a node reads when given none.
+    let shipped = Config::from_toml(include_str!("../../../config/dataplane.toml"))
+        .expect("config/dataplane.toml parses");
+    assert!(!shipped.demo_issuer);
+    assert!(shipped.limits.ip_rate > 0.0 && shipped.limits.user_rate > 0.0);
+    assert!(shipped
+        .admin
+        .listen
+        .parse::<SocketAddr>()
+        .is_ok_and(|a| a.ip().is_loopback()));
+}
+
+#[test]
+fn a_missing_default_file_means_defaults() {
+    let p = Path::new("/nonexistent/dataplane.toml");
+    assert!(Config::load(p, false).is_ok());
+    assert_eq!(Config::load(p, true).expect_err("named").field, "config");
+}

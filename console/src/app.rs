@@ -3,33 +3,12 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::PathBuf;
 
 use seckill_core::campaign::{Action, State};
 
+use crate::command::{Command, Done};
 use crate::data::{CampaignRow, Snapshot};
 use crate::prompt::{self, Prompt};
-
-/// A change to the control plane, asked for by a key.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Command {
-    Create { file: PathBuf },
-    Arm { id: String },
-    Act { id: String, action: Action },
-    SetLimits(Vec<(String, String)>),
-    ResetLimits,
-    Block { entry: String, ttl_s: u64 },
-    Unblock { entry: String },
-    Reconcile { id: String },
-    SetAdmitRate { id: String, rate: u32 },
-}
-
-/// What a command came back with.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Done {
-    Message(String),
-    Report { title: String, text: String },
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {

@@ -1,16 +1,35 @@
-//! Carries out a [`Command`] on the control plane, with the same library calls as the
-//! `seckill-dataplane` CLI.
+//! The changes to the control plane a key asks for ([`Command`]), and carrying them out
+//! with the same library calls as the `seckill-dataplane` CLI.
 
 use anyhow::Context;
 use seckill_core::connection::Connection;
 use std::path::{Path, PathBuf};
 
 use seckill_core::blacklist;
-use seckill_core::campaign::CampaignSpec;
+use seckill_core::campaign::{Action, CampaignSpec};
 use seckill_core::control;
 use seckill_orders::reconcile;
 
-use crate::app::{Command, Done};
+/// A change to the control plane, asked for by a key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    Create { file: PathBuf },
+    Arm { id: String },
+    Act { id: String, action: Action },
+    SetLimits(Vec<(String, String)>),
+    ResetLimits,
+    Block { entry: String, ttl_s: u64 },
+    Unblock { entry: String },
+    Reconcile { id: String },
+    SetAdmitRate { id: String, rate: u32 },
+}
+
+/// What a command came back with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Done {
+    Message(String),
+    Report { title: String, text: String },
+}
 
 /// Where `Reconcile` finds the order stores.
 #[derive(Debug, Clone, Default)]

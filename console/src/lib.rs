@@ -5,7 +5,7 @@
 //!   fleet's telemetry, limits, blacklist) and the live ledger line;
 //! - [`app`]: the state, and what each key does to it (commands for the control plane);
 //! - [`prompt`]: what each prompt asks, and what was typed read into a command;
-//! - [`command`]: carries the commands out;
+//! - [`command`]: the commands a key asks for, and carrying them out;
 //! - [`ui`]: draws the state, one view per file;
 //! - [`run`]: the terminal, the event loop and the data thread.
 

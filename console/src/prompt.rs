@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::app::Command;
+use crate::command::Command;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Prompt {

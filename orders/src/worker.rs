@@ -3,24 +3,28 @@
 //! paid orders, and only then acknowledges. A worker that dies leaves its entries
 //! pending; any worker claims them (`XAUTOCLAIM`) once they have been idle long enough.
 //! Runs on a thread of its own, with Redis's blocking client: it is not on the hot path.
+//! Delivery is in `worker/deliver.rs`, the worker's life on its thread in [`run()`].
 
 use hdrhistogram::Histogram;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadOptions, StreamReadReply};
 use seckill_core::connection::Connection;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::db::OrderDb;
-use super::event::{Event, Kind};
-use seckill_core::auth::{derive_license, Secret};
-use seckill_core::backoff::Backoff;
+use crate::db::OrderDb;
+use crate::event::{Event, Kind};
+use seckill_core::auth::Secret;
 use seckill_core::campaign::State;
 use seckill_core::control;
-use seckill_core::keys::{self, CodeKeys, OrderId, PartitionKeys};
-use seckill_core::reply::{int, text};
+use seckill_core::keys::{self, PartitionKeys};
 use seckill_core::scripts;
+
+mod deliver;
+mod run;
+
+pub use run::run;
 
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
@@ -166,6 +170,51 @@ impl Worker {
     /// Returns the number of entries handled.
     pub fn step(&mut self) -> Result<usize, WorkerError> {
         self.discover()?;
+        let mut entries = self.claim_and_read()?;
+        // What a stream's master has not replicated yet stays pending, claimed again after
+        // `claim_idle` once a replica has it (or, after a failover, gone with the master
+        // that never acknowledged it); the other streams go on.
+        let unconfirmed = self.unreplicated(&entries)?;
+        entries.retain(|(i, _)| !unconfirmed.contains(i));
+        if entries.is_empty() {
+            self.note_undelivered(&[], &HashSet::new());
+            return Ok(0);
+        }
+        let (at, events) = self.events_of(&entries);
+        self.db.apply(&events)?;
+        let paid: Vec<&Event> = events.iter().filter(|e| e.kind == Kind::Paid).collect();
+        let undelivered = self.deliver(&paid)?;
+        assert!(
+            undelivered.len() <= paid.len(),
+            "more orders undelivered than paid"
+        );
+        self.note_undelivered(&paid, &undelivered);
+        // An entry left unacknowledged is claimed again after `claim_idle` and retried.
+        let keep: HashSet<usize> = at
+            .iter()
+            .zip(&events)
+            .filter(|(_, e)| e.kind == Kind::Paid && undelivered.contains(e.order_id.as_str()))
+            .map(|(n, _)| *n)
+            .collect();
+        let acked = self.acknowledge(&entries, &keep)?;
+        assert_eq!(
+            acked + keep.len(),
+            entries.len(),
+            "each entry of a batch is acknowledged or kept pending, once"
+        );
+        // An order's event kept pending counts once, when it is finally acknowledged.
+        let done = at.iter().filter(|n| !keep.contains(n)).count() as u64;
+        self.stats.events += done;
+        if let Some(m) = &self.opts.metrics {
+            m.events.fetch_add(done, Ordering::Relaxed);
+        }
+        Ok(entries.len())
+    }
+
+    /// The entries of this pass, each with its stream's index: those claimed from dead
+    /// consumers (each stream once a second), then those new to the group (a quiet
+    /// stream only every `QUIET_READ_EVERY`).
+    fn claim_and_read(&mut self) -> Result<Vec<(usize, StreamId)>, WorkerError> {
         let mut entries: Vec<(usize, StreamId)> = Vec::new();
         let opts = StreamReadOptions::default()
             .group(keys::WORKER_GROUP, &self.opts.name)
@@ -208,17 +257,13 @@ impl Worker {
                 }
             }
         }
-        // What a stream's master has not replicated yet stays pending, claimed again after
-        // `claim_idle` once a replica has it (or, after a failover, gone with the master
-        // that never acknowledged it); the other streams go on.
-        let unconfirmed = self.unreplicated(&entries)?;
-        entries.retain(|(i, _)| !unconfirmed.contains(i));
-        if entries.is_empty() {
-            self.note_undelivered(&[], &HashSet::new());
-            return Ok(0);
-        }
-        // Each event with the position of its entry, so an undelivered one stays pending.
-        let (at, events): (Vec<usize>, Vec<Event>) = entries
+        Ok(entries)
+    }
+
+    /// Each readable event with the position of its entry, so an undelivered one stays
+    /// pending; an unreadable one is logged, and acknowledged with the rest.
+    fn events_of(&self, entries: &[(usize, StreamId)]) -> (Vec<usize>, Vec<Event>) {
+        entries
             .iter()
             .enumerate()
             .flat_map(|(n, (i, e))| {
@@ -230,18 +275,16 @@ impl Worker {
                     Some((n, ev?))
                 })
             })
-            .unzip();
-        self.db.apply(&events)?;
-        let paid: Vec<&Event> = events.iter().filter(|e| e.kind == Kind::Paid).collect();
-        let undelivered = self.deliver(&paid)?;
-        self.note_undelivered(&paid, &undelivered);
-        // An entry left unacknowledged is claimed again after `claim_idle` and retried.
-        let keep: HashSet<usize> = at
-            .iter()
-            .zip(&events)
-            .filter(|(_, e)| e.kind == Kind::Paid && undelivered.contains(e.order_id.as_str()))
-            .map(|(n, _)| *n)
-            .collect();
+            .unzip()
+    }
+
+    /// Acknowledges every entry but those at the positions in `keep`, in one round trip.
+    /// Returns how many it acknowledged.
+    fn acknowledge(
+        &mut self,
+        entries: &[(usize, StreamId)],
+        keep: &HashSet<usize>,
+    ) -> Result<usize, WorkerError> {
         let mut acks: HashMap<usize, Vec<&str>> = HashMap::new();
         for (n, (i, e)) in entries.iter().enumerate() {
             if !keep.contains(&n) {
@@ -250,19 +293,13 @@ impl Worker {
         }
         if !acks.is_empty() {
             let mut pipe = redis::pipe();
-            for (i, ids) in acks {
-                pipe.xack(&self.streams[i].key, keys::WORKER_GROUP, &ids)
+            for (i, ids) in &acks {
+                pipe.xack(&self.streams[*i].key, keys::WORKER_GROUP, ids)
                     .ignore();
             }
             let _: () = self.con.pipeline(&pipe)?;
         }
-        // An order's event kept pending counts once, when it is finally acknowledged.
-        let done = at.iter().filter(|n| !keep.contains(n)).count() as u64;
-        self.stats.events += done;
-        if let Some(m) = &self.opts.metrics {
-            m.events.fetch_add(done, Ordering::Relaxed);
-        }
-        Ok(entries.len())
+        Ok(acks.values().map(Vec::len).sum())
     }
 
     /// The streams read from whose entries `wait_replicas` replicas do not hold yet: what
@@ -290,240 +327,7 @@ impl Worker {
         Ok(behind)
     }
 
-    /// Binds a licence key to each paid order and marks it delivered, once: a replayed
-    /// `paid` event finds the same code bound and the order already delivered. Each step
-    /// is one pipelined round trip for the whole batch. Returns the orders it could not
-    /// deliver: their events must stay pending, to be tried again.
-    fn deliver<'e>(&mut self, paid: &[&'e Event]) -> Result<HashSet<&'e str>, WorkerError> {
-        let mut undelivered = HashSet::new();
-        if paid.is_empty() {
-            return Ok(undelivered);
-        }
-        let mut binds = redis::pipe();
-        let pooled: Vec<&&Event> = paid
-            .iter()
-            .filter(|e| self.pooled.contains(&e.campaign))
-            .collect();
-        for e in &pooled {
-            let k = CodeKeys::new(&e.campaign);
-            binds
-                .cmd("EVALSHA")
-                .arg(scripts::BIND_CODE.get_hash())
-                .arg(2)
-                .arg(k.pool())
-                .arg(k.bound())
-                .arg(&e.order_id);
-        }
-        let codes: Vec<Option<String>> = if pooled.is_empty() {
-            Vec::new()
-        } else {
-            self.con.pipeline(&binds)?
-        };
-        let codes: HashMap<&str, Option<String>> = pooled
-            .iter()
-            .map(|e| e.order_id.as_str())
-            .zip(codes)
-            .collect();
-        let mut delivers = redis::pipe();
-        let mut sent = Vec::new();
-        for e in paid {
-            let license = match codes.get(e.order_id.as_str()) {
-                Some(Some(code)) => code.clone(),
-                Some(None) => {
-                    // Logged once per order: its retries show in the undelivered gauge.
-                    if !self.held_back.contains_key(&e.order_id) {
-                        tracing::error!(campaign = %e.campaign, order = %e.order_id, "code pool exhausted; order left pending until codes are added");
-                    }
-                    undelivered.insert(e.order_id.as_str());
-                    continue;
-                }
-                None => derive_license(&self.opts.secret, &e.order_id),
-            };
-            let Some(oid) = OrderId::parse(&e.order_id) else {
-                continue;
-            };
-            let k = PartitionKeys::new(oid.campaign, oid.partition);
-            delivers
-                .cmd("EVALSHA")
-                .arg(scripts::DELIVER.get_hash())
-                .arg(2)
-                .arg(k.order(&e.order_id))
-                .arg(k.events())
-                .arg(&e.order_id)
-                .arg(&license);
-            sent.push(e.order_id.as_str());
-        }
-        if sent.is_empty() {
-            return Ok(undelivered);
-        }
-        let replies: Vec<Vec<redis::Value>> = self.con.pipeline(&delivers)?;
-        for (order, v) in sent.into_iter().zip(replies) {
-            if text(v.first()).as_deref() != Some("delivered") {
-                // Not expected after a `paid` event (a paid order only moves on to
-                // delivered); kept pending so that it shows and is tried again.
-                if !self.held_back.contains_key(order) {
-                    tracing::error!(order, reply = ?v, "paid event for an order that is not paid");
-                }
-                undelivered.insert(order);
-                continue;
-            }
-            let (paid_ms, delivered_ms, first) = (
-                int(v.get(2)).unwrap_or(0),
-                int(v.get(3)).unwrap_or(0),
-                int(v.get(4)).unwrap_or(0),
-            );
-            if first == 1 {
-                self.stats.delivered += 1;
-                let took = (delivered_ms - paid_ms).max(1) as u64;
-                let _ = self.stats.pay_to_delivered_ms.record(took);
-                let _ = self.stats.recent_pay_to_delivered_ms.record(took);
-                if let Some(m) = &self.opts.metrics {
-                    m.delivered_after(Duration::from_millis(took));
-                }
-            }
-        }
-        Ok(undelivered)
-    }
-
-    /// Counts a pass's failed deliveries and updates the orders held back. One not tried
-    /// again for two claim periods was claimed by another worker, and is its to report.
-    fn note_undelivered(&mut self, paid: &[&Event], undelivered: &HashSet<&str>) {
-        let now = Instant::now();
-        for e in paid {
-            if undelivered.contains(e.order_id.as_str()) {
-                self.held_back.insert(e.order_id.clone(), now);
-            } else {
-                self.held_back.remove(&e.order_id);
-            }
-        }
-        let forgotten = self.opts.claim_idle * 2 + Duration::from_secs(2);
-        self.held_back
-            .retain(|_, tried| tried.elapsed() < forgotten);
-        self.stats.delivery_failures += undelivered.len() as u64;
-        if let Some(m) = &self.opts.metrics {
-            m.delivery_failures
-                .fetch_add(undelivered.len() as u64, Ordering::Relaxed);
-            m.undelivered
-                .store(self.held_back.len() as u64, Ordering::Relaxed);
-        }
-    }
-
     pub fn db(&self) -> &OrderDb {
         &self.db
-    }
-}
-
-/// What the last telemetry record counted from.
-struct Reported {
-    at: Instant,
-    events: u64,
-    delivered: u64,
-}
-
-/// Runs a worker until `stop` is set, reconnecting after failures.
-pub fn run(opts: WorkerOptions, stop: &AtomicBool) {
-    let mut worker: Option<Worker> = None;
-    let mut last_report = Instant::now();
-    let started_ms = seckill_core::now_ms();
-    let mut reported = Reported {
-        at: Instant::now(),
-        events: 0,
-        delivered: 0,
-    };
-    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
-    while !stop.load(Ordering::Relaxed) {
-        let w = match worker.as_mut() {
-            Some(w) => w,
-            None => match Worker::open(opts.clone()) {
-                Ok(w) => {
-                    tracing::info!(name = %opts.name, db = %opts.db.display(), "order worker started");
-                    // A new worker counts from zero.
-                    (reported.events, reported.delivered) = (0, 0);
-                    backoff.reset();
-                    worker.insert(w)
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "order worker cannot start; retrying");
-                    std::thread::sleep(backoff.wait());
-                    continue;
-                }
-            },
-        };
-        match w.step() {
-            Ok(0) => std::thread::sleep(Duration::from_millis(5)),
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "order worker step failed; reconnecting");
-                worker = None;
-                std::thread::sleep(backoff.wait());
-                continue;
-            }
-        }
-        if reported.at.elapsed() >= Duration::from_secs(1) {
-            if let Some(w) = worker.as_mut() {
-                if let Err(e) = w.write_telemetry(started_ms, &mut reported) {
-                    tracing::debug!(error = %e, "cannot write the worker's telemetry");
-                }
-            }
-        }
-        if last_report.elapsed() >= Duration::from_secs(10) {
-            if let Some(w) = &worker {
-                w.report("order worker");
-            }
-            last_report = Instant::now();
-        }
-    }
-    if let Some(w) = &worker {
-        w.report("order worker stopped");
-    }
-}
-
-impl Worker {
-    /// Writes this second's record for the console: backlog, rates, delivery latency.
-    fn write_telemetry(&mut self, started_ms: i64, last: &mut Reported) -> Result<(), WorkerError> {
-        let (mut pending, mut lag) = (0, 0);
-        for s in &self.streams {
-            let (p, l) = crate::reconcile::backlog(&mut self.con, &s.key)?;
-            pending += p;
-            lag += l;
-        }
-        if let Some(m) = &self.opts.metrics {
-            m.lag.store(lag, Ordering::Relaxed);
-            m.pending.store(pending, Ordering::Relaxed);
-        }
-        let secs = last.at.elapsed().as_secs_f64().max(0.001);
-        let recent = &mut self.stats.recent_pay_to_delivered_ms;
-        let record = seckill_core::telemetry::WorkerRecord {
-            name: self.opts.name.clone(),
-            started_ms,
-            at_ms: seckill_core::now_ms(),
-            lag,
-            pending,
-            events_per_s: self.stats.events.saturating_sub(last.events) as f64 / secs,
-            delivered_per_s: self.stats.delivered.saturating_sub(last.delivered) as f64 / secs,
-            delivered: self.stats.delivered,
-            pay_to_delivered_p99_ms: recent.value_at_quantile(0.99) as f64,
-            undelivered: self.held_back.len() as u64,
-        };
-        recent.reset();
-        *last = Reported {
-            at: Instant::now(),
-            events: self.stats.events,
-            delivered: self.stats.delivered,
-        };
-        seckill_core::telemetry::write_worker(&mut self.con, &record)?;
-        Ok(())
-    }
-
-    fn report(&self, what: &str) {
-        let h = &self.stats.pay_to_delivered_ms;
-        tracing::info!(
-            events = self.stats.events,
-            delivered = self.stats.delivered,
-            pay_to_delivered_p50_ms = h.value_at_quantile(0.5),
-            pay_to_delivered_p99_ms = h.value_at_quantile(0.99),
-            pay_to_delivered_max_ms = h.max(),
-            "{what}"
-        );
     }
 }

@@ -31,7 +31,7 @@ fn svg(draw: impl FnOnce(Area) -> Drawn) -> String {
         Ok(()) => out,
         Err(e) => format!(
             "<p>chart not drawn: {}</p>",
-            crate::html::escape(&e.to_string())
+            crate::markup::escape(&e.to_string())
         ),
     }
 }

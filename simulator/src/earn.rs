@@ -6,8 +6,8 @@ use std::cell::RefCell;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Instant;
 
-use crate::engine::Tally;
 use crate::http::{Client, Req};
+use crate::tally::Tally;
 use seckill_core::api;
 
 /// Earns a ticket for each account from its own source address (challenge, proof of

@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use crate::chisq::{equal_shares, ChiSquare};
-use crate::engine::Joined;
 use crate::plan::Persona;
+use crate::tally::Joined;
 
 /// One class of joiners: how many joined, how many won, and their looks.
 #[derive(Debug, Clone, Serialize)]

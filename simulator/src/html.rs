@@ -9,6 +9,7 @@
 
 use std::fmt::Write;
 
+use crate::markup::{decided_by, escape, figure, pointer, table, verdict, Cell};
 use crate::report::Report;
 use crate::verdict;
 use seckill_core::ledger::Ledger;
@@ -16,93 +17,6 @@ use seckill_core::ledger::Ledger;
 const STYLE: &str = "body{font-family:sans-serif;max-width:800px;margin:2em auto;color:#222}\
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px}\
 td.n{text-align:right}.pass{color:#1a7f1a}.fail{color:#b00}pre{background:#f4f4f4;padding:8px;overflow:auto}";
-
-/// `&`, `<`, `>` and `"` as entities: names and outcomes come from the run.
-pub fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// The JSON pointer (RFC 6901) of a field of the JSON report: `/ledger/held`.
-fn pointer(path: &[&str]) -> String {
-    path.iter()
-        .map(|p| format!("/{}", p.replace('~', "~0").replace('/', "~1")))
-        .collect()
-}
-
-/// A figure inline, with where the JSON report holds it.
-fn figure(path: &[&str], text: impl std::fmt::Display) -> String {
-    format!(
-        "<span data-json=\"{}\">{}</span>",
-        escape(&pointer(path)),
-        escape(&text.to_string())
-    )
-}
-
-fn verdict(ok: bool) -> &'static str {
-    if ok {
-        r#"<span class="pass">PASS</span>"#
-    } else {
-        r#"<span class="fail">FAIL</span>"#
-    }
-}
-
-/// The attribute of the element holding a verdict: the list in the JSON report that
-/// decides it (violations, failures), PASS when it is empty.
-fn decided_by(path: &[&str]) -> String {
-    format!("data-verdict=\"{}\"", escape(&pointer(path)))
-}
-
-/// A table cell: its text and its attributes.
-struct Cell {
-    text: String,
-    attrs: String,
-}
-
-impl Cell {
-    /// A figure, with where the JSON report holds it.
-    fn json(path: &[&str], text: impl std::fmt::Display) -> Cell {
-        Cell::from(text.to_string()).with("data-json", &pointer(path))
-    }
-
-    fn with(mut self, name: &str, value: &str) -> Cell {
-        let _ = write!(self.attrs, " {name}=\"{}\"", escape(value));
-        self
-    }
-}
-
-impl From<String> for Cell {
-    fn from(text: String) -> Cell {
-        Cell {
-            text,
-            attrs: String::new(),
-        }
-    }
-}
-
-/// A table: a header row, then rows of cells; cells that parse as numbers align right.
-fn table(head: &[&str], rows: impl IntoIterator<Item = Vec<Cell>>) -> String {
-    let mut out = String::from("<table><tr>");
-    for h in head {
-        let _ = write!(out, "<th>{}</th>", escape(h));
-    }
-    out += "</tr>";
-    for row in rows {
-        out += "<tr>";
-        for Cell { text, attrs } in row {
-            let class = if text.trim_end_matches('%').parse::<f64>().is_ok() {
-                " class=\"n\""
-            } else {
-                ""
-            };
-            let _ = write!(out, "<td{class}{attrs}>{}</td>", escape(&text));
-        }
-        out += "</tr>";
-    }
-    out + "</table>\n"
-}
 
 /// Each threshold of the scenario with its value in this run, met or broken; the value's
 /// cell names its metric (`data-metric`, as `--fail-on` spells it).
@@ -230,7 +144,22 @@ fn chart(id: &str, svg: String) -> String {
 
 /// The whole page.
 pub fn page(r: &Report) -> String {
-    let mut out = format!(
+    let mut out = head(r);
+    out += &verdict_and_thresholds(r);
+    out += "<h2>Answers over the run</h2>\n";
+    out += &chart("answers", crate::charts::answers(r));
+    out += &latency(r);
+    out += &winners(r);
+    out += &books(r);
+    out += &fairness(r);
+    out += &scenario(r);
+    out += "</body></html>\n";
+    out
+}
+
+/// The document's head, the campaign and the run in one sentence.
+fn head(r: &Report) -> String {
+    format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
 <title>seckill run: {t}</title><style>{STYLE}</style></head><body>\n\
 <h1>Campaign {c}</h1>\n<p>Sale opened {o}; {d} s; {p} planned; offered {off}/s, answered {ans}/s; {req} requests ({un} unanswered, {us} never sent).</p>\n",
@@ -244,7 +173,12 @@ pub fn page(r: &Report) -> String {
         req = figure(&["requests"], r.requests),
         un = figure(&["unanswered"], r.unanswered),
         us = figure(&["unsent"], r.unsent),
-    );
+    )
+}
+
+/// The run's verdict, the failures that decided it, and the thresholds.
+fn verdict_and_thresholds(r: &Report) -> String {
+    let mut out = String::new();
     let _ = writeln!(
         out,
         "<h2 {}>Verdict: {}</h2>",
@@ -264,11 +198,12 @@ pub fn page(r: &Report) -> String {
         out += "</ul>\n";
     }
     out += "<h2>Thresholds</h2>\n";
-    out += &thresholds(r);
+    out + &thresholds(r)
+}
 
-    out += "<h2>Answers over the run</h2>\n";
-    out += &chart("answers", crate::charts::answers(r));
-    out += "<h2>Latency</h2>\n";
+/// The latency charts and the table of every route's percentiles.
+fn latency(r: &Report) -> String {
+    let mut out = String::from("<h2>Latency</h2>\n");
     out += &chart("percentiles", crate::charts::percentiles(r));
     out += &chart("distribution", crate::charts::distribution(r));
     out += &table(
@@ -287,9 +222,12 @@ pub fn page(r: &Report) -> String {
             ]
         }),
     );
-    out += "<p>Milliseconds; purchases from the planned send, delivered from the payment's answer.</p>\n";
+    out + "<p>Milliseconds; purchases from the planned send, delivered from the payment's answer.</p>\n"
+}
 
-    out += "<h2>Who won the units</h2>\n";
+/// Who won the units, what the buyers did with them, and every persona's answers.
+fn winners(r: &Report) -> String {
+    let mut out = String::from("<h2>Who won the units</h2>\n");
     out += &table(
         &["persona", "units"],
         r.units_won
@@ -304,7 +242,7 @@ pub fn page(r: &Report) -> String {
             .join(" "),
         r.units_to_people, r.units_to_bots, r.paid, r.delivered, r.downloaded
     );
-    out += &table(
+    out + &table(
         &["persona", "outcome", "answers"],
         r.outcomes.iter().flat_map(|(p, o)| {
             o.iter().map(move |(o, n)| {
@@ -315,9 +253,12 @@ pub fn page(r: &Report) -> String {
                 ]
             })
         }),
-    );
+    )
+}
 
-    out += "<h2>Ledger</h2>\n";
+/// The ledger and its verdict, and the reconciliation's when stores were given.
+fn books(r: &Report) -> String {
+    let mut out = String::from("<h2>Ledger</h2>\n");
     let l = &r.ledger;
     out += &ledger(l);
     let _ = writeln!(
@@ -345,8 +286,5 @@ pub fn page(r: &Report) -> String {
             escape(&rec.violations.join("; ")),
         );
     }
-    out += &fairness(r);
-    out += &scenario(r);
-    out += "</body></html>\n";
     out
 }

@@ -4,6 +4,8 @@
 //! - [`plan`]: the arrival plan, fixed before the run (open model);
 //! - [`engine`]: thread-per-core load with keep-alive pools per source address, latency
 //!   from the planned instant into HdrHistogram;
+//! - [`context`]: what every load thread shares, and the live progress counters;
+//! - [`tally`]: what the load saw, counted per thread and merged;
 //! - [`pace`]: the wait for each planned instant, to within tens of microseconds;
 //! - [`session`]: a shopper's purchase, payment, delivery and download;
 //! - [`earn`]: the tickets accounts earn before the opening;
@@ -12,7 +14,8 @@
 //! - [`run`]: sets up the sale, runs, checks the ledger and thresholds;
 //! - [`report`]: what a run found, who won, its summary and the metrics of `--fail-on`;
 //! - [`plot`]: the run over time as an SVG;
-//! - [`html`]: the report as one self-contained HTML page, its charts from [`charts`];
+//! - [`html`]: the report as one self-contained HTML page, its charts from [`charts`],
+//!   both written with [`markup`];
 //! - [`fairness`]: the waiting room's fairness table, tested with [`chisq`];
 //! - [`verdict`]: thresholds as conditions on the report (`--fail-on`);
 //! - [`burst`]: a simple closed-loop burst (the demo's);
@@ -21,12 +24,14 @@
 pub mod burst;
 pub mod charts;
 pub mod chisq;
+pub mod context;
 pub mod earn;
 pub mod engine;
 pub mod fairness;
 pub mod flood;
 pub mod html;
 pub mod http;
+pub mod markup;
 pub mod pace;
 pub mod plan;
 pub mod plot;
@@ -35,6 +40,7 @@ pub mod room;
 pub mod run;
 pub mod scenario;
 pub mod session;
+pub mod tally;
 pub mod verdict;
 
 /// A current-thread runtime, for the tests that drive sockets and timers.

@@ -1,5 +1,6 @@
-//! What a run found: the report built from what the load saw, its figures, the text
-//! summary, and the value of each metric a `--fail-on` condition may name.
+//! What a run found: the report's figures, and the value of each metric a `--fail-on`
+//! condition may name; built from what the load saw in [`build`], told as text in
+//! [`summary`].
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -7,13 +8,16 @@ use std::collections::BTreeMap;
 use seckill_core::ledger::Ledger;
 use seckill_orders::reconcile;
 
-use crate::engine::{self, Tally};
 use crate::fairness::Fairness;
-use crate::plan::Persona;
 use crate::scenario::Scenario;
 use crate::verdict::{self, Condition};
-use seckill_core::campaign::format_instant_ms;
 use seckill_core::protocol::QueueProgress;
+
+mod build;
+mod summary;
+
+pub(crate) use build::build;
+pub use summary::summary;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Latency {
@@ -136,40 +140,6 @@ impl DrawCheck {
     }
 }
 
-impl QueueReport {
-    pub fn text(&self) -> String {
-        let r = &self.room;
-        let mut out = format!(
-            "waiting room: {} joined before the opening, {} in line in all; {} passes given, {} used, {} expired\n",
-            r.pre, r.line, r.admitted, r.used, r.expired
-        );
-        out += &match &self.draw {
-            Some(d) => format!(
-                "draw: {}: {} of {} ranks checked against the seed{}{}\n",
-                if d.fair { "fair" } else { "NOT FAIR" },
-                d.checked,
-                d.drawn,
-                if d.seed_matches_commitment {
-                    ""
-                } else {
-                    "; the seed is not the one committed to"
-                },
-                if d.mismatched + d.out_of_order > 0 {
-                    format!(
-                        "; {} ranks mismatched, {} admitted out of order",
-                        d.mismatched, d.out_of_order
-                    )
-                } else {
-                    String::new()
-                },
-            ),
-            None => "draw: not drawn\n".into(),
-        };
-        out += &self.fairness.text();
-        out
-    }
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct Second {
     pub second: usize,
@@ -187,19 +157,6 @@ pub struct Second {
 pub struct Bucket {
     pub up_to_ms: f64,
     pub count: u64,
-}
-
-/// Purchase latency in buckets that double from 0.25 ms, the last one holding the slowest.
-fn distribution(h: &hdrhistogram::Histogram<u64>) -> Vec<Bucket> {
-    if h.is_empty() {
-        return Vec::new();
-    }
-    h.iter_log(250, 2.0)
-        .map(|v| Bucket {
-            up_to_ms: v.value_iterated_to() as f64 / 1000.0,
-            count: v.count_since_last_iteration(),
-        })
-        .collect()
 }
 
 impl Report {
@@ -262,242 +219,4 @@ impl Report {
     pub fn broken(&self, conditions: &[Condition]) -> Vec<String> {
         verdict::broken(conditions, |m| self.metric(m))
     }
-}
-
-/// The report of a run: what the load threads saw (`t`, and `before`: the tickets earned
-/// before the sale), the ledger, and the reconciliation and the waiting room's, when
-/// there are.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn build(
-    s: &Scenario,
-    campaign: String,
-    opens_ms: i64,
-    planned: u64,
-    elapsed: f64,
-    (t, before): (Tally, Tally),
-    ledger: Ledger,
-    reconciliation: Option<reconcile::Report>,
-    queue: Option<QueueReport>,
-) -> Report {
-    let mut outcomes: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-    for ((p, o), n) in &t.outcomes {
-        *outcomes
-            .entry(p.name().into())
-            .or_default()
-            .entry(o.clone())
-            .or_default() += n;
-    }
-    let mut units_won: BTreeMap<String, u64> = BTreeMap::new();
-    let mut orders = std::collections::HashSet::new();
-    for (p, _, order) in &t.held {
-        if orders.insert(order.clone()) {
-            *units_won.entry(p.name().into()).or_default() += 1;
-        }
-    }
-    let bots: u64 = Persona::ALL
-        .iter()
-        .filter(|p| p.is_bot())
-        .map(|p| units_won.get(p.name()).copied().unwrap_or(0))
-        .sum();
-    let people = units_won.get(Persona::Shopper.name()).copied().unwrap_or(0);
-    let answered: u64 = t
-        .outcomes
-        .iter()
-        .filter(|((_, o), _)| !o.starts_with("error"))
-        .map(|(_, n)| n)
-        .sum();
-    let requests = t.requests();
-    let mut all = before;
-    all.merge(t);
-    let t = all;
-    let purchase_latency = t
-        .routes
-        .get("purchase")
-        .map(Latency::of)
-        .unwrap_or_else(|| Latency::of(&engine::histogram()));
-    let purchase_latency_distribution = t
-        .routes
-        .get("purchase")
-        .map(distribution)
-        .unwrap_or_default();
-    let route_latency = engine::ROUTES
-        .iter()
-        .filter_map(|r| t.routes.get(r).map(|h| (r.to_string(), Latency::of(h))))
-        .collect();
-    let mut failures = Vec::new();
-    match &reconciliation {
-        Some(rec) if !rec.holds() => {
-            failures.push(format!("reconciliation: {}", rec.violations.join("; ")))
-        }
-        None if !ledger.holds() => {
-            failures.push(format!("ledger: {}", ledger.violations.join("; ")))
-        }
-        _ => {}
-    }
-    if t.retry_mismatches > 0 {
-        failures.push(format!(
-            "{} retries did not get their first answer",
-            t.retry_mismatches
-        ));
-    }
-    if let Some(max) = s.thresholds.p99_ms {
-        if purchase_latency.p99_ms > max {
-            failures.push(format!(
-                "p99 purchase latency {:.1} ms above {max} ms",
-                purchase_latency.p99_ms
-            ));
-        }
-    }
-    if let Some(max) = s.thresholds.max_bot_units {
-        if bots > max {
-            failures.push(format!("bots won {bots} units, more than {max}"));
-        }
-    }
-    let conditions = s
-        .thresholds
-        .fail_on
-        .as_deref()
-        .map(crate::verdict::parse)
-        .transpose()
-        .unwrap_or_default()
-        .unwrap_or_default();
-    let over_time = t
-        .per_second
-        .iter()
-        .enumerate()
-        .map(|(second, h)| Second {
-            second,
-            answered: h.len(),
-            outcomes: t
-                .per_second_outcomes
-                .get(second)
-                .cloned()
-                .unwrap_or_default(),
-            p50_ms: h.value_at_quantile(0.5) as f64 / 1000.0,
-            p90_ms: h.value_at_quantile(0.9) as f64 / 1000.0,
-            p99_ms: h.value_at_quantile(0.99) as f64 / 1000.0,
-        })
-        .collect();
-    // The sale's steady state: purchases planned from the end of the ramp on.
-    let steady_from = (s.campaign.starts_in_s + s.arrivals.ramp_s).ceil() as usize;
-    let mut steady = engine::histogram();
-    for h in t.per_second.iter().skip(steady_from) {
-        let _ = steady.add(h);
-    }
-    let mut r = Report {
-        steady_purchase_latency: Latency::of(&steady),
-        over_time,
-        scenario: s.clone(),
-        campaign,
-        sale_opens: format_instant_ms(opens_ms),
-        offered_per_s: planned as f64 / s.duration_s,
-        achieved_per_s: answered as f64 / elapsed,
-        planned,
-        requests,
-        requests_by_route: t.sent.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-        unanswered: t.failed,
-        unsent: t.unsent,
-        outcomes,
-        route_latency,
-        purchase_latency_by_outcome: t
-            .purchase_by_outcome
-            .iter()
-            .map(|(o, h)| (o.clone(), Latency::of(h)))
-            .collect(),
-        send_lag: Latency::of(&t.send_lag_us),
-        purchase_latency,
-        purchase_latency_distribution,
-        units_won,
-        units_to_people: people,
-        units_to_bots: bots,
-        paid: t.paid,
-        delivered: t.delivered,
-        downloaded: t.downloaded,
-        retry_mismatches: t.retry_mismatches,
-        sold_before_opening: t.sold_before_opening,
-        first_sale_after_opening_ms: t
-            .first_sale_ms
-            .iter()
-            .filter_map(|(i, at)| Some((s.targets().get(*i)?.to_string(), at - opens_ms)))
-            .collect(),
-        ledger,
-        reconciliation,
-        queue,
-        failures,
-    };
-    let broken = r.broken(&conditions);
-    r.failures.extend(broken);
-    r
-}
-
-pub fn summary(r: &Report) -> String {
-    let mut out = String::new();
-    let planned = if r.queue.is_some() {
-        "sessions through the waiting room planned"
-    } else {
-        "purchases planned"
-    };
-    out += &format!(
-        "campaign {} (sale opened {}), {:.0} s, {} {planned}\n",
-        r.campaign, r.sale_opens, r.scenario.duration_s, r.planned
-    );
-    out += &format!(
-        "offered {:.0}/s, answered {:.0}/s, {} requests in all ({} unanswered, {} never sent); the simulator's own send lag: p99 {:.2} ms, max {:.2}\n",
-        r.offered_per_s, r.achieved_per_s, r.requests, r.unanswered, r.unsent, r.send_lag.p99_ms, r.send_lag.max_ms
-    );
-    out += "latency, ms   requests      p50      p90      p99    p99.9      max\n";
-    let routes = engine::ROUTES
-        .iter()
-        .filter_map(|k| r.route_latency.get(*k).map(|l| (k, l)));
-    for (route, l) in routes {
-        out += &format!(
-            "  {route:<10} {:>9} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}\n",
-            l.count, l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms, l.max_ms
-        );
-    }
-    out += "  (purchase: from the planned send; delivered: from the payment's answer)\n";
-    out += "outcomes:\n";
-    for (persona, outcomes) in &r.outcomes {
-        for (o, n) in outcomes {
-            out += &format!("  {persona:<11} {o:<28} {n:>9}\n");
-        }
-    }
-    out += &format!(
-        "units won: {} by people, {} by bots {:?}\n",
-        r.units_to_people, r.units_to_bots, r.units_won
-    );
-    out += &format!(
-        "buyers: {} paid, {} saw their order delivered, {} downloaded it\n",
-        r.paid, r.delivered, r.downloaded
-    );
-    if r.scenario.campaign.scheduled {
-        out += &format!(
-            "opening: {} sold before it; first sale after it, ms: {:?}\n",
-            r.sold_before_opening, r.first_sale_after_opening_ms
-        );
-    }
-    if let Some(q) = &r.queue {
-        out += &q.text();
-    }
-    out += &format!("ledger: {}\n", r.ledger);
-    if let Some(rec) = &r.reconciliation {
-        out += &format!(
-            "reconciliation with {}: orders {:?} in Redis, {:?} stored; missing {}, undelivered {}, delivered twice {}, codes reused {}; streams: {} pending, {} unread\n",
-            rec.stores.join(", "),
-            rec.orders_in_redis,
-            rec.orders_in_stores,
-            rec.missing.len(),
-            rec.undelivered.len(),
-            rec.delivered_twice.len(),
-            rec.codes_reused.len(),
-            rec.streams.pending,
-            rec.streams.lag,
-        );
-    }
-    if r.passed() {
-        out += "verdict: PASS\n";
-    } else {
-        out += &format!("verdict: FAIL: {}\n", r.failures.join("; "));
-    }
-    out
 }

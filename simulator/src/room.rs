@@ -8,10 +8,11 @@
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
-use crate::engine::{Context, Joined, Tally};
+use crate::context::Context;
 use crate::http::{Client, Failure, Req};
 use crate::plan::{Arrival, Looks, Persona};
 use crate::session;
+use crate::tally::{Joined, Tally};
 use seckill_core::api::{self, Glance};
 
 /// A room's answer to a join or a look, owned.

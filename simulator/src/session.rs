@@ -10,9 +10,10 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use crate::engine::{histogram, Context, Tally, Traced};
+use crate::context::Context;
 use crate::http::{Client, Failure, Req};
 use crate::plan::{Arrival, Persona};
+use crate::tally::{histogram, Tally, Traced};
 use seckill_core::api::Glance;
 use seckill_core::backoff::Backoff;
 
@@ -28,8 +29,8 @@ fn outcome(r: &Result<(u16, Option<String>), Failure>) -> String {
 /// A purchase's answer: its status and error code, and the order it holds.
 pub(crate) type Bought = Result<(u16, Option<String>), Failure>;
 
-/// One arrival's session: its purchase, then what its persona does next; in a queued
-/// sale, the waiting room first.
+/// One arrival's session in a sale without a waiting room: its purchase, then what its
+/// persona does next.
 pub(crate) async fn session(
     client: &Client,
     ctx: &Context,
@@ -38,9 +39,6 @@ pub(crate) async fn session(
     n: usize,
     tally: &RefCell<Tally>,
 ) {
-    if let Some(looks) = a.looks {
-        return crate::room::session(client, ctx, a, looks, planned, n, tally).await;
-    }
     let forged;
     let (token, ticket) = match a.persona {
         Persona::Forger => {

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use seckill_core::keys::OrderId;
 
-use super::{Evidence, PartitionBooks, Report};
+use super::{Evidence, PartitionBooks, RedisOrder, Report};
 
 /// Grace after a hold's deadline before it counts as overdue (the reaper runs each second).
 const OVERDUE_GRACE_MS: i64 = 5_000;
@@ -59,9 +59,59 @@ pub fn judge(e: Evidence, now: i64) -> Report {
         orphaned_holds: vec![],
         unindexed_holds: vec![],
     };
-    let mut codes: HashMap<&str, &str> = HashMap::new();
     for o in &orders {
         *r.orders_in_redis.entry(o.status.clone()).or_default() += 1;
+    }
+    for (s, _) in stored.values() {
+        *r.orders_in_stores.entry(s.clone()).or_default() += 1;
+    }
+    // Counts this verdict makes itself, not evidence: each order once, by its status.
+    assert_eq!(r.orders_in_redis.values().sum::<u64>(), orders.len() as u64);
+    assert_eq!(
+        r.orders_in_stores.values().sum::<u64>(),
+        stored.len() as u64
+    );
+    orders_against_stores(&orders, &stored, &read_again, &deliveries, now, &mut r);
+    r.unknown = unknown(&orders, &stored, &taken);
+    if let Some(bound) = &bound {
+        let mut seen: HashMap<&str, &str> = HashMap::new();
+        for (oid, code) in bound {
+            if let Some(other) = seen.insert(code, oid) {
+                r.codes_reused
+                    .push(format!("{code} bound to {other} and {oid}"));
+            }
+        }
+    }
+    let held: HashSet<&str> = orders
+        .iter()
+        .filter(|o| o.status == "held")
+        .map(|o| o.order_id.as_str())
+        .collect();
+    r.orphaned_holds.extend(
+        hold_index
+            .into_iter()
+            .filter(|o| !held.contains(o.as_str())),
+    );
+    for b in &books {
+        books_against_orders(b, &mut r);
+    }
+    let findings = findings(&r);
+    r.violations.extend(findings);
+    r
+}
+
+/// Each order Redis records against the stores, its deliveries and its deadline:
+/// missing, mismatched, undelivered, overdue, delivered twice, its code reused.
+fn orders_against_stores(
+    orders: &[RedisOrder],
+    stored: &HashMap<String, (String, Option<String>)>,
+    read_again: &HashMap<String, String>,
+    deliveries: &HashMap<String, u32>,
+    now: i64,
+    r: &mut Report,
+) {
+    let mut codes: HashMap<&str, &str> = HashMap::new();
+    for o in orders {
         match stored.get(&o.order_id) {
             None => r.missing.push(o.order_id.clone()),
             // A store further on than Redis's first read, where Redis read again has
@@ -94,45 +144,31 @@ pub fn judge(e: Evidence, now: i64) -> Report {
             }
         }
     }
-    for (s, _) in stored.values() {
-        *r.orders_in_stores.entry(s.clone()).or_default() += 1;
-    }
-    let known: std::collections::HashSet<&str> =
-        orders.iter().map(|o| o.order_id.as_str()).collect();
+}
+
+/// The stored orders Redis has no record of, sorted; an order taken after Redis's
+/// orders were read is not one of them.
+fn unknown(
+    orders: &[RedisOrder],
+    stored: &HashMap<String, (String, Option<String>)>,
+    taken: &HashMap<u32, u64>,
+) -> Vec<String> {
+    let known: HashSet<&str> = orders.iter().map(|o| o.order_id.as_str()).collect();
     let before_the_read = |id: &str| {
         OrderId::parse(id).is_none_or(|o| o.seq <= taken.get(&o.partition).copied().unwrap_or(0))
     };
-    r.unknown = stored
+    let mut unknown: Vec<String> = stored
         .keys()
         .filter(|id| !known.contains(id.as_str()) && before_the_read(id))
         .cloned()
         .collect();
-    r.unknown.sort();
-    if let Some(bound) = &bound {
-        let mut seen: HashMap<&str, &str> = HashMap::new();
-        for (oid, code) in bound {
-            if let Some(other) = seen.insert(code, oid) {
-                r.codes_reused
-                    .push(format!("{code} bound to {other} and {oid}"));
-            }
-        }
-    }
-    let held: std::collections::HashSet<&str> = orders
-        .iter()
-        .filter(|o| o.status == "held")
-        .map(|o| o.order_id.as_str())
-        .collect();
-    r.orphaned_holds.extend(
-        hold_index
-            .into_iter()
-            .filter(|o| !held.contains(o.as_str())),
-    );
+    unknown.sort();
+    unknown
+}
 
-    for b in &books {
-        books_against_orders(b, &mut r);
-    }
-
-    // Store differences are violations only once every event was read and acknowledged.
+/// The report's lists as violations, each with its count. Store differences are
+/// violations only once every event was read and acknowledged.
+fn findings(r: &Report) -> Vec<String> {
     let drained = r.drained();
     let findings = [
         (
@@ -173,13 +209,11 @@ pub fn judge(e: Evidence, now: i64) -> Report {
             "held orders missing from the hold index (never released)",
         ),
     ];
-    let v: Vec<String> = findings
+    findings
         .iter()
         .filter(|(counts, n, _)| *counts && *n > 0)
         .map(|(_, n, what)| format!("{n} {what}"))
-        .collect();
-    r.violations.extend(v);
-    r
+        .collect()
 }
 
 /// One partition's counters and buyers against its own orders, all read at one instant:

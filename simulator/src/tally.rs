@@ -1,0 +1,243 @@
+//! What the load saw, counted per thread and merged: answers by persona and outcome,
+//! latency by route and by second, the orders held, paid and delivered, and the
+//! sessions the waiting room let join.
+
+use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::plan::Persona;
+
+/// The routes whose latency the report shows, in the order of a shopper's flow.
+pub const ROUTES: [&str; 11] = [
+    "challenge",
+    "ticket",
+    "join",
+    "look",
+    "purchase",
+    "retry",
+    "resend",
+    "pay",
+    "order",
+    "delivered",
+    "download",
+];
+
+/// What one thread saw.
+#[derive(Debug)]
+pub struct Tally {
+    /// (persona, outcome) → count; outcome is the status and error code.
+    pub outcomes: BTreeMap<(Persona, String), u64>,
+    /// Latency by route, µs: purchases from their planned instant, the rest from when
+    /// they were sent; "delivered" is from the payment's answer to the first view of the
+    /// order as delivered (views 10, 30, 70, 150 … ms after it, then every 500 ms).
+    pub routes: BTreeMap<&'static str, Histogram<u64>>,
+    /// Purchase latency by outcome (status and error code), µs from the planned instant.
+    pub purchase_by_outcome: BTreeMap<String, Histogram<u64>>,
+    /// How late the thread sent requests compared with the plan, µs.
+    pub send_lag_us: Histogram<u64>,
+    /// Orders held, by persona and user (to see who won the units).
+    pub held: Vec<(Persona, usize, String)>,
+    /// In a queued sale: the sessions the waiting room let join.
+    pub joined: Vec<Joined>,
+    pub paid: u64,
+    /// Paid orders seen delivered by their buyer, and downloads that succeeded.
+    pub delivered: u64,
+    pub downloaded: u64,
+    /// Retries that got an answer other than their first.
+    pub retry_mismatches: u64,
+    /// Purchases answered 200 before the opening, by this machine's clock.
+    pub sold_before_opening: u64,
+    /// By target index: when its first purchase was answered 200, ms since the epoch.
+    pub first_sale_ms: BTreeMap<usize, i64>,
+    /// Every request sent, by route.
+    pub sent: BTreeMap<&'static str, u64>,
+    /// Requests that got no HTTP answer.
+    pub failed: u64,
+    /// Planned purchases never sent: the thread was still behind the plan when the
+    /// run's grace period ended.
+    pub unsent: u64,
+    /// When the last purchase answer came, from the start of the run.
+    pub last_answer: Duration,
+    /// Per second of the run (by planned send time): purchases answered and their
+    /// latency, µs.
+    pub per_second: Vec<Histogram<u64>>,
+    /// Per second of the run (by planned send time): purchases answered by outcome.
+    pub per_second_outcomes: Vec<BTreeMap<String, u64>>,
+    /// Every purchase answered, when [`crate::context::Context::trace`] is set.
+    pub trace: Vec<Traced>,
+}
+
+/// One purchase of a traced run.
+#[derive(Debug, Clone)]
+pub struct Traced {
+    /// The instant its latency is measured from (when it was planned; through a waiting
+    /// room, when it was sent), from the start of the run.
+    pub planned: Duration,
+    /// Its latency from then, µs.
+    pub took_us: u64,
+    /// Its answer's status and error code, or why there was none.
+    pub outcome: String,
+}
+
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 600_000_000, 3).unwrap_or_else(|_| unreachable!("valid bounds"))
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally::new()
+    }
+}
+
+impl Tally {
+    pub fn new() -> Self {
+        Tally {
+            outcomes: BTreeMap::new(),
+            routes: BTreeMap::new(),
+            purchase_by_outcome: BTreeMap::new(),
+            send_lag_us: histogram(),
+            held: Vec::new(),
+            joined: Vec::new(),
+            paid: 0,
+            delivered: 0,
+            downloaded: 0,
+            retry_mismatches: 0,
+            sold_before_opening: 0,
+            first_sale_ms: BTreeMap::new(),
+            sent: BTreeMap::new(),
+            failed: 0,
+            unsent: 0,
+            last_answer: Duration::ZERO,
+            per_second: Vec::new(),
+            per_second_outcomes: Vec::new(),
+            trace: Vec::new(),
+        }
+    }
+
+    pub fn merge(&mut self, o: Tally) {
+        for (k, v) in o.outcomes {
+            *self.outcomes.entry(k).or_default() += v;
+        }
+        for (route, h) in o.routes {
+            let _ = self.routes.entry(route).or_insert_with(histogram).add(&h);
+        }
+        for (outcome, h) in o.purchase_by_outcome {
+            let _ = self
+                .purchase_by_outcome
+                .entry(outcome)
+                .or_insert_with(histogram)
+                .add(&h);
+        }
+        let _ = self.send_lag_us.add(&o.send_lag_us);
+        self.held.extend(o.held);
+        self.joined.extend(o.joined);
+        self.paid += o.paid;
+        self.delivered += o.delivered;
+        self.downloaded += o.downloaded;
+        self.retry_mismatches += o.retry_mismatches;
+        self.sold_before_opening += o.sold_before_opening;
+        for (target, at) in o.first_sale_ms {
+            let mine = self.first_sale_ms.entry(target).or_insert(at);
+            *mine = (*mine).min(at);
+        }
+        for (route, n) in o.sent {
+            *self.sent.entry(route).or_default() += n;
+        }
+        self.failed += o.failed;
+        self.unsent += o.unsent;
+        self.last_answer = self.last_answer.max(o.last_answer);
+        self.trace.extend(o.trace);
+        for (i, h) in o.per_second.into_iter().enumerate() {
+            match self.per_second.get_mut(i) {
+                Some(mine) => {
+                    let _ = mine.add(&h);
+                }
+                None => self.per_second.push(h),
+            }
+        }
+        for (i, outcomes) in o.per_second_outcomes.into_iter().enumerate() {
+            match self.per_second_outcomes.get_mut(i) {
+                Some(mine) => {
+                    for (k, n) in outcomes {
+                        *mine.entry(k).or_default() += n;
+                    }
+                }
+                None => self.per_second_outcomes.push(outcomes),
+            }
+        }
+    }
+
+    /// Counts one request on `route` that took `since.elapsed()`.
+    pub(crate) fn timed(&mut self, route: &'static str, since: Instant, answered: bool) {
+        *self.sent.entry(route).or_default() += 1;
+        if !answered {
+            self.failed += 1;
+        }
+        self.latency(route, since);
+    }
+
+    /// Records `since.elapsed()` as a latency of `route`.
+    pub(crate) fn latency(&mut self, route: &'static str, since: Instant) {
+        let us = (since.elapsed().as_micros() as u64).max(1);
+        self.routes
+            .entry(route)
+            .or_insert_with(histogram)
+            .record(us)
+            .ok();
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.sent.values().sum()
+    }
+
+    /// Checks the tally's own books: every purchase answered is counted once as an
+    /// outcome, once in its second and once as sent (a session the waiting room ended
+    /// without a purchase is an outcome, `room …`, and no purchase); a buyer is counted
+    /// delivered only once paid, and downloaded only once delivered.
+    pub(crate) fn check_books(&self) {
+        let purchases: u64 = self
+            .outcomes
+            .iter()
+            .filter(|((_, o), _)| !o.starts_with("room "))
+            .map(|(_, n)| n)
+            .sum();
+        let by_second: u64 = self
+            .per_second_outcomes
+            .iter()
+            .flat_map(|o| o.values())
+            .sum();
+        let sent = self.sent.get("purchase").copied().unwrap_or(0);
+        assert_eq!(purchases, sent, "purchase outcomes against purchases sent");
+        assert_eq!(
+            by_second, sent,
+            "purchase outcomes by second against purchases sent"
+        );
+        assert!(
+            self.downloaded <= self.delivered && self.delivered <= self.paid,
+            "{} downloaded, {} delivered, {} paid",
+            self.downloaded,
+            self.delivered,
+            self.paid
+        );
+    }
+}
+
+/// A session the waiting room let join.
+#[derive(Debug, Clone)]
+pub struct Joined {
+    pub persona: Persona,
+    /// Its account (index into the token table).
+    pub user: usize,
+    /// When it joined, planned, from the start of the run.
+    pub at: Duration,
+    /// A shopper's polling class.
+    pub class: Option<usize>,
+    /// Joined before the draw: the answer had no place yet.
+    pub pre: bool,
+    /// Looks it sent, those refused for being too many or too fast (429), and for how
+    /// long it kept looking.
+    pub looks: u64,
+    pub looks_refused: u64,
+    pub looked_for: Duration,
+}

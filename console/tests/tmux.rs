@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use seckill_testkit::wait_until;
 use std::process::Command;
 use std::time::Duration;
 
@@ -95,7 +96,7 @@ fn an_operator_starts_a_sale_from_the_console() {
         let s = tmux.screen();
         s.contains("✗ no Redis since") && s.contains("launch")
     });
-    redis.start_again();
+    redis.restart();
     wait_until("the console to reconnect", Duration::from_secs(10), || {
         tmux.screen().contains("● connected")
     });

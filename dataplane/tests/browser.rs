@@ -8,172 +8,34 @@ use common::*;
 use seckill_core::campaign::Action;
 use seckill_core::control;
 use seckill_core::keys::QueueKeys;
-use serde_json::{json, Value};
+use seckill_testkit::webdriver::Browser;
+use serde_json::json;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
-/// A chromedriver of the test's own, and one browser session in it.
-struct Browser {
-    driver: Child,
-    base: String,
-    session: String,
+/// The page's window, the size the screenshots show.
+fn browser() -> Browser {
+    Browser::start(900, 1100)
 }
 
-const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
-
-impl Browser {
-    fn start() -> Browser {
-        let port = free_port();
-        let driver = Command::new("chromedriver")
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver (install it: apt-get install chromium chromium-driver)");
-        let base = format!("http://127.0.0.1:{port}");
-        wait_until("chromedriver", Duration::from_secs(20), || {
-            answers(&format!("{base}/status"))
-        });
-        let caps = json!({ "capabilities": { "alwaysMatch": {
-            "browserName": "chrome",
-            "goog:chromeOptions": {
-                "binary": "/usr/bin/chromium",
-                "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                         "--disable-gpu", "--window-size=900,1100"]
-            }
-        }}});
-        let r = agent()
-            .post(&format!("{base}/session"))
-            .send_json(caps)
-            .expect("a browser session");
-        assert_eq!(r.status(), 200, "a browser session");
-        let v: Value = body_json(r);
-        let session = v["value"]["sessionId"]
-            .as_str()
-            .expect("session id")
-            .to_string();
-        Browser {
-            driver,
-            base,
-            session,
-        }
-    }
-
-    fn call(&self, method: &str, path: &str, body: Value) -> Value {
-        let url = format!("{}/session/{}{path}", self.base, self.session);
-        let res = match method {
-            "GET" => agent().get(&url).call(),
-            _ => agent().post(&url).send_json(body),
-        };
-        match res {
-            Ok(mut r) if r.status().as_u16() < 400 => {
-                r.body_mut().read_json::<Value>().expect("json")["value"].take()
-            }
-            Ok(r) => panic!("webdriver {path}: {} {}", r.status().as_u16(), body_text(r)),
-            Err(e) => panic!("webdriver {path}: {e}"),
-        }
-    }
-
-    fn open(&self, url: &str) {
-        self.call("POST", "/url", json!({ "url": url }));
-    }
-
-    fn element(&self, css: &str) -> String {
-        let v = self.call(
-            "POST",
-            "/element",
-            json!({ "using": "css selector", "value": css }),
-        );
-        v[ELEMENT]
-            .as_str()
-            .unwrap_or_else(|| panic!("no element {css}: {v}"))
-            .to_string()
-    }
-
-    /// A real click, as a user's.
-    fn click(&self, css: &str) {
-        let e = self.element(css);
-        self.call("POST", &format!("/element/{e}/click"), json!({}));
-    }
-
-    fn type_into(&self, css: &str, text: &str) {
-        let e = self.element(css);
-        self.call(
-            "POST",
-            &format!("/element/{e}/value"),
-            json!({ "text": text }),
-        );
-    }
-
-    fn js(&self, script: &str) -> Value {
-        self.call(
-            "POST",
-            "/execute/sync",
-            json!({ "script": script, "args": [] }),
-        )
-    }
-
-    fn text(&self, id: &str) -> String {
-        let v = self.js(&format!(
-            "return document.getElementById('{id}').textContent"
-        ));
-        v.as_str().unwrap_or_default().to_string()
-    }
-
-    fn disabled(&self, id: &str) -> bool {
-        self.js(&format!("return document.getElementById('{id}').disabled"))
-            .as_bool()
-            .unwrap_or(false)
-    }
-
-    /// Whether the element takes up room on the page (neither it nor a parent hidden).
-    fn shown(&self, id: &str) -> bool {
-        self.js(&format!(
-            "return document.getElementById('{id}').offsetParent !== null"
-        ))
-        .as_bool()
-        .unwrap_or(false)
-    }
-
-    /// Opens the campaign's page, signs in as `user` and joins the waiting room.
-    fn join_as(&self, node: &Node, id: &str, user: &str) {
-        self.open(&node.url(&format!("/c/{id}")));
-        self.wait("the page to show the waiting room", |b| b.shown("room"));
-        self.type_into("#user", user);
-        self.click("#signin button");
-        self.wait("the sign-in to enable Join", |b| !b.disabled("join"));
-        self.click("#join");
-        self.wait("the pre-queue", |b| b.text("room-status") == PRE_QUEUE);
-    }
-
-    fn wait(&self, what: &str, mut ok: impl FnMut(&Browser) -> bool) {
-        wait_until(what, Duration::from_secs(20), || ok(self));
-    }
-
-    fn screenshot(&self, name: &str) -> PathBuf {
-        use base64::Engine;
-        let png = self.call("GET", "/screenshot", Value::Null);
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(png.as_str().expect("base64"))
-            .expect("png");
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
-        std::fs::create_dir_all(&dir).expect("screenshot dir");
-        let path = dir.join(format!("{name}.png"));
-        std::fs::write(&path, bytes).expect("write screenshot");
-        eprintln!("screenshot: {}", path.display());
-        path
-    }
+/// Opens the campaign's page, signs in as `user` and joins the waiting room.
+fn join_as(b: &Browser, node: &Node, id: &str, user: &str) {
+    b.open(&node.url(&format!("/c/{id}")));
+    b.wait("the page to show the waiting room", |b| b.shown("room"));
+    b.type_into("#user", user);
+    b.click("#signin button");
+    b.wait("the sign-in to enable Join", |b| !b.disabled("join"));
+    b.click("#join");
+    b.wait("the pre-queue", |b| b.text("room-status") == PRE_QUEUE);
 }
 
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ = agent()
-            .delete(&format!("{}/session/{}", self.base, self.session))
-            .call();
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
-    }
+/// Saves what the window shows as `name`.png under the tests' temp dir, and says where.
+fn screenshot(b: &Browser, name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&dir).expect("screenshot dir");
+    let path = dir.join(format!("{name}.png"));
+    b.screenshot(&path);
+    eprintln!("screenshot: {}", path.display());
+    path
 }
 
 #[test]
@@ -189,7 +51,7 @@ fn a_shopper_waits_for_the_start_buys_pays_and_downloads() {
     s.starts_at = Some(seckill_core::campaign::format_instant_ms(starts));
     open_sale(&redis, &node, s);
 
-    let b = Browser::start();
+    let b = browser();
     b.open(&node.url("/c/page"));
     b.wait("the page to load the campaign", |b| {
         b.text("name") == "Midnight Sessions"
@@ -210,7 +72,7 @@ fn a_shopper_waits_for_the_start_buys_pays_and_downloads() {
         .js("return document.getElementById('signin').offsetParent === null")
         .as_bool()
         .unwrap_or(false));
-    b.screenshot("1-countdown");
+    screenshot(&b, "1-countdown");
 
     // At the start the button wakes up; one click buys, a second click does nothing.
     b.wait("the sale to open", |b| !b.disabled("buy"));
@@ -220,7 +82,7 @@ fn a_shopper_waits_for_the_start_buys_pays_and_downloads() {
     b.wait("the hold", |b| b.text("order-status") == "held for you");
     assert_eq!(b.text("state"), "On sale");
     assert!(b.disabled("buy"));
-    b.screenshot("2-held");
+    screenshot(&b, "2-held");
     let l = ledger_holds(&redis, "page");
     assert_eq!((l.held, l.buyers), (1, 1), "{l}");
 
@@ -234,7 +96,7 @@ fn a_shopper_waits_for_the_start_buys_pays_and_downloads() {
          r.overrideMimeType('text/plain; charset=x-user-defined'); r.send(); \
          return [r.status, r.responseText.length];");
     assert_eq!(size, json!([200, 20_000]), "the download");
-    b.screenshot("3-delivered");
+    screenshot(&b, "3-delivered");
     let l = ledger_holds(&redis, "page");
     assert_eq!((l.sold, l.held, l.remaining), (1, 0, 4), "{l}");
 }
@@ -245,7 +107,7 @@ fn the_page_follows_the_stock_live_and_says_sold_out() {
     let node = Node::start(&redis, 1);
     open_sale(&redis, &node, spec("last", 1, 1, 1));
 
-    let b = Browser::start();
+    let b = browser();
     b.open(&node.url("/c/last"));
     b.type_into("#user", "bob");
     b.click("#signin button");
@@ -266,7 +128,7 @@ fn the_page_follows_the_stock_live_and_says_sold_out() {
         "{}",
         b.text("message")
     );
-    b.screenshot("4-sold-out");
+    screenshot(&b, "4-sold-out");
 
     // A shop with nothing at that address says so.
     b.open(&node.url("/c/nothing-here"));
@@ -283,7 +145,7 @@ fn behind_proof_of_work_the_browser_earns_its_ticket() {
     s.require_ticket = true;
     open_sale(&redis, &node, s);
 
-    let b = Browser::start();
+    let b = browser();
     b.open(&node.url("/c/pow"));
     b.type_into("#user", "carol");
     b.click("#signin button");
@@ -291,7 +153,7 @@ fn behind_proof_of_work_the_browser_earns_its_ticket() {
     b.click("#buy");
     // Challenge, about 4,000 SHA-256 digests in Web Crypto, ticket, purchase.
     b.wait("the hold", |b| b.text("order-status") == "held for you");
-    b.screenshot("5-ticket-held");
+    screenshot(&b, "5-ticket-held");
     let l = ledger_holds(&redis, "pow");
     assert_eq!((l.held, l.buyers), (1, 1), "{l}");
     // The ticket was used: the data plane recorded it beside the order it made.
@@ -320,7 +182,7 @@ fn a_shopper_queues_before_the_opening_buys_in_their_turn_and_the_one_behind_hea
     s.name = "Encore Edition".into();
     arm(&redis, &node, s);
 
-    let b = Browser::start();
+    let b = browser();
     b.open(&node.url("/c/line"));
     b.wait("the page to load the campaign", |b| {
         b.text("name") == "Encore Edition"
@@ -332,11 +194,11 @@ fn a_shopper_queues_before_the_opening_buys_in_their_turn_and_the_one_behind_hea
     );
     assert!(b.disabled("join"));
     assert!(!b.shown("buy"));
-    b.join_as(&node, id, "alice");
+    join_as(&b, &node, id, "alice");
     assert!(!b.shown("join"));
     assert!(!b.shown("buy"));
     assert_eq!(b.text("countdown"), "Opens when the shop starts the sale");
-    b.screenshot("6-pre-queue");
+    screenshot(&b, "6-pre-queue");
 
     // The draw is random. The test reads the room's seed (secret from shoppers until the
     // opening) to pick four rivals drawn ahead of alice and a shopper drawn behind her.
@@ -364,8 +226,8 @@ fn a_shopper_queues_before_the_opening_buys_in_their_turn_and_the_one_behind_hea
             token
         })
         .collect();
-    let b2 = Browser::start();
-    b2.join_as(&node, id, &behind);
+    let b2 = browser();
+    join_as(&b2, &node, id, &behind);
 
     // The opening draws the line: alice learns her place, and follows the line's
     // progress from the event stream until her turn.
@@ -379,7 +241,7 @@ fn a_shopper_queues_before_the_opening_buys_in_their_turn_and_the_one_behind_hea
         "{}",
         b.text("room-eta")
     );
-    b.screenshot("7-in-line");
+    screenshot(&b, "7-in-line");
     let mut statuses = vec![b.text("room-status")];
     b.wait("alice's turn", |b| {
         let now = b.text("room-status");
@@ -399,7 +261,7 @@ fn a_shopper_queues_before_the_opening_buys_in_their_turn_and_the_one_behind_hea
         b.text("pass").starts_with("Buy within 00:5")
     });
     assert!(!b.shown("room-bar"));
-    b.screenshot("8-your-turn");
+    screenshot(&b, "8-your-turn");
     b.click("#buy");
     b.wait("the hold", |b| b.text("order-status") == "held for you");
     assert!(!b.text("order-id").is_empty());
@@ -407,7 +269,7 @@ fn a_shopper_queues_before_the_opening_buys_in_their_turn_and_the_one_behind_hea
     assert!(b.disabled("buy"));
     assert!(!b.shown("pass"));
     assert_eq!(b.text("room-status"), "You have had your turn.");
-    b.screenshot("9-bought-in-turn");
+    screenshot(&b, "9-bought-in-turn");
 
     // Every unit is reserved by a pass: the shopper behind is next, and waits.
     b2.wait("the one behind to be next", |b| {
@@ -427,7 +289,7 @@ fn a_shopper_queues_before_the_opening_buys_in_their_turn_and_the_one_behind_hea
     });
     assert_eq!(b2.text("state"), "Sold out");
     assert!(!b2.shown("buy"));
-    b2.screenshot("10-sold-out-in-line");
+    screenshot(&b2, "10-sold-out-in-line");
     let l = ledger_holds(&redis, id);
     assert_eq!((l.held, l.buyers, l.remaining), (5, 5, 0), "{l}");
 }
@@ -438,8 +300,8 @@ fn a_reload_keeps_the_place_in_line_and_a_pass_left_unused_runs_out_on_the_page(
     let node = Node::start(&redis, 1);
     let id = "brief";
     arm(&redis, &node, queued(id, 1, 10, 10));
-    let b = Browser::start();
-    b.join_as(&node, id, "dora");
+    let b = browser();
+    join_as(&b, &node, id, "dora");
 
     // The page keeps the room's receipt: after a reload the node answers from it.
     b.open(&node.url("/c/brief"));
@@ -461,7 +323,7 @@ fn a_reload_keeps_the_place_in_line_and_a_pass_left_unused_runs_out_on_the_page(
     });
     assert!(b.disabled("buy"));
     assert!(!b.shown("pass"));
-    b.screenshot("11-pass-ran-out");
+    screenshot(&b, "11-pass-ran-out");
     let l = ledger_holds(&redis, id);
     assert_eq!((l.held, l.sold), (0, 0), "{l}");
 }

@@ -244,7 +244,6 @@ fn the_breaker_opens_on_a_slow_redis_and_closes_when_it_recovers() {
 
 #[test]
 fn tickets_are_earned_by_work_bound_to_their_owner_used_once_and_capped() {
-    use seckill_core::auth::Secret;
     use seckill_dataplane::guard::pow::{sign_ticket, Ticket};
 
     let redis = Redis::start();
@@ -273,7 +272,7 @@ fn tickets_are_earned_by_work_bound_to_their_owner_used_once_and_capped() {
         buy_with(&c, "t", &alice, Some(&forged)).1["error"],
         "ticket_invalid"
     );
-    let secret = Secret::new(common::SECRET.as_bytes().to_vec()).expect("secret");
+    let secret = common::secret();
     let now = seckill_core::now_ms();
     let other = sign_ticket(
         &secret,

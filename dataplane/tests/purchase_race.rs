@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::{open_sale, spec, Node, Redis, SECRET};
-use seckill_core::auth::{issue_token, Secret};
+use common::{open_sale, secret, spec, Node, Redis};
+use seckill_core::auth::issue_token;
 use seckill_core::keys::partition_of;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -63,7 +63,7 @@ fn crowd_node(redis: &Redis) -> Node {
 
 /// A token for each user, valid for ten minutes.
 fn tokens(users: impl IntoIterator<Item = String>) -> Arc<Vec<String>> {
-    let secret = Secret::new(SECRET.as_bytes().to_vec()).expect("secret");
+    let secret = secret();
     let until = seckill_core::now_ms() + 600_000;
     Arc::new(
         users

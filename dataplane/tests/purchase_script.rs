@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::{get_text, open_sale, spec, Node, Redis, SECRET};
-use seckill_core::auth::{issue_token, Secret};
+use common::{get_text, open_sale, secret, spec, Node, Redis};
+use seckill_core::auth::issue_token;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -33,7 +33,7 @@ fn purchases_waiting_for_one_partition_share_a_call_and_each_gets_its_own_answer
     let node = Node::start(&redis, 1);
     open_sale(&redis, &node, spec("lane", STOCK, 1, 1));
     let calls_before = counter(&node, "seckill_purchase_calls_total");
-    let secret = Secret::new(SECRET.as_bytes().to_vec()).expect("secret");
+    let secret = secret();
     let tokens: Arc<Vec<String>> = Arc::new(
         (0..SHOPPERS)
             .map(|i| {

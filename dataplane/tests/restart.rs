@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::{ledger_holds, open_sale, reconciled, spec, Node, Redis, SECRET};
-use seckill_core::auth::{issue_token, Secret};
+use common::{ledger_holds, open_sale, reconciled, secret, spec, Node, Redis};
+use seckill_core::auth::issue_token;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,7 +27,7 @@ fn a_node_restarted_in_a_surge_never_calls_the_live_sale_unknown() {
             let (url, stop, next_user) = (url.clone(), stop.clone(), next_user.clone());
             let (answers, acknowledged) = (answers.clone(), acknowledged.clone());
             std::thread::spawn(move || {
-                let secret = Secret::new(SECRET.as_bytes().to_vec()).expect("secret");
+                let secret = secret();
                 let new_agent =
                     || common::agent_with(|c| c.timeout_global(Some(Duration::from_secs(5))));
                 let mut agent = new_agent();

@@ -6,8 +6,8 @@
 mod common;
 
 use common::{
-    agent, answers, body_json, body_text, free_port, open_sale, spec, status_of, wait_until,
-    write_secret, Node, Redis, SECRET,
+    agent, answers, body_json, body_text, free_port, open_sale, secret, spec, status_of,
+    wait_until, write_secret, Node, Redis, SECRET,
 };
 use seckill_core::auth::{issue_token, Secret};
 use std::path::Path;
@@ -106,7 +106,7 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
         Duration::from_secs(5),
         || (0..16).all(|_| get(&format!("{base}/api/campaigns/deploy")).1["state"] == "live"),
     );
-    let shop = Secret::new(SECRET.as_bytes().to_vec()).expect("secret");
+    let shop = secret();
     let now = seckill_core::now_ms();
     let buy = |token: &str| match agent()
         .post(&format!("{base}/api/campaigns/deploy/purchase"))
@@ -334,7 +334,7 @@ fn a_rotated_secret_still_accepts_the_previous_ones_tokens() {
     assert_eq!(c.purchase("rot", &stranger, None).0, 401);
     // What the node signs itself (the demo issuer's tokens here) uses the first secret.
     let own = c.token("own");
-    let new = Secret::new(SECRET.as_bytes().to_vec()).expect("secret");
+    let new = secret();
     assert!(seckill_core::auth::verify_token(&new, &own, now, i64::MAX).is_ok());
     let l = common::ledger_holds(&redis, "rot");
     assert_eq!(l.held, 2, "{l}");

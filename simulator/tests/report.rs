@@ -6,10 +6,10 @@
 mod common;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
-use common::webdriver::Browser;
 use common::Stack;
 use seckill_simulator::run::{run, RunArgs};
 use seckill_simulator::verdict::{self, Op};
+use seckill_testkit::webdriver::Browser;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -108,7 +108,7 @@ fn the_html_report_draws_its_charts_and_shows_the_figures_of_the_json_report() {
     fetches_nothing(&page);
     keep(&[&page_file, &json_file]);
 
-    let b = Browser::start();
+    let b = Browser::start(1000, 1000);
     b.open(&format!("file://{}", page_file.display()));
     let seen = b.js(READ_PAGE);
     drop(b);

@@ -68,16 +68,16 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
     // Two nodes, each with its own order worker and store; each source address talks
     // to one of them.
     let stack = Stack::start(&["a", "b"]);
-    let (dir, target, redis) = (&stack.dir, &stack.target, &stack.redis);
+    let (dir, target, redis) = (stack.path(), &stack.target, &stack.redis);
 
-    let s = scenario(dir.path(), target, redis);
+    let s = scenario(dir, target, redis);
     let (r, trace) = execute_traced(&s, 7, true).expect("run");
     let text = summary(&r);
     eprintln!("{text}");
 
     // The trace has every purchase once, planned within the run on the monotonic clock,
     // with the outcomes the report counts.
-    let csv = dir.path().join("trace.csv");
+    let csv = dir.join("trace.csv");
     trace.expect("traced").write(&csv).expect("trace written");
     let written = std::fs::read_to_string(&csv).expect("trace");
     let mut lines = written.lines();
@@ -210,7 +210,7 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
             .as_u64()
             .expect("a count")
     )));
-    let page = html_report(dir.path(), &r, "launch");
+    let page = html_report(dir, &r, "launch");
     assert!(page.contains("Verdict: <span class=\"pass\">PASS</span>"));
     assert!(page.contains(&format!(
         "{} units to people, {} to bots",
@@ -232,7 +232,7 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
         r.failures
     );
     assert!(summary(&r).contains("verdict: FAIL"));
-    let page = html_report(dir.path(), &r, "strict");
+    let page = html_report(dir, &r, "strict");
     assert!(page.contains("Verdict: <span class=\"fail\">FAIL</span>"));
     assert!(page.contains("<td>p999&lt;0.001ms</td>"), "{page}");
     assert!(page.contains("<td>broken</td>") && page.contains("<td>met</td>"));
@@ -240,7 +240,7 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
     // A campaign behind proof of work: skippers and forgers get nothing, a replayed
     // ticket buys once.
     let s = scenario_with(
-        dir.path(),
+        dir,
         target,
         redis,
         "require_ticket = true\nticket_factor = 50\n",

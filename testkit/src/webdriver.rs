@@ -1,11 +1,17 @@
-//! Headless Chromium driven through chromedriver (WebDriver over HTTP), started as the
-//! data plane's browser tests start it: Debian's chromium and chromedriver, a chromedriver
-//! of the test's own on a free port, and a fresh, empty profile.
+//! Headless Chromium driven through chromedriver (WebDriver over HTTP): Debian's chromium
+//! and chromedriver, a chromedriver of the test's own on a free port, and a fresh, empty
+//! profile.
 
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+use crate::ports::free_port;
+use crate::wait::wait_until;
+
+/// The key of an element's reference in a WebDriver answer.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -20,14 +26,15 @@ pub struct Browser {
 }
 
 impl Browser {
-    pub fn start() -> Browser {
+    /// A browser whose window is `width` × `height` pixels.
+    pub fn start(width: u32, height: u32) -> Browser {
         for bin in [CHROMIUM, CHROMEDRIVER] {
             assert!(
                 Path::new(bin).exists(),
                 "{bin} is missing: run `just setup` (it installs chromium and chromium-driver)"
             );
         }
-        let port = super::free_port();
+        let port = free_port();
         let driver = Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
@@ -43,7 +50,7 @@ impl Browser {
             .build()
             .into();
         let base = format!("http://127.0.0.1:{port}");
-        super::wait_for("chromedriver", || {
+        wait_until("chromedriver", Duration::from_secs(20), || {
             http.get(&format!("{base}/status"))
                 .call()
                 .is_ok_and(|r| r.status().as_u16() < 400)
@@ -53,9 +60,10 @@ impl Browser {
             "browserName": "chrome",
             "goog:chromeOptions": {
                 "binary": CHROMIUM,
-                "args": ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
                          "--disable-background-networking", "--disable-component-update",
-                         "--disable-sync", "--disable-dev-shm-usage", "--window-size=1000,1000",
+                         "--disable-sync", "--disable-dev-shm-usage",
+                         format!("--window-size={width},{height}"),
                          format!("--user-data-dir={}", profile.path().display())]
             }
         }}});
@@ -87,9 +95,14 @@ impl Browser {
         browser
     }
 
+    /// A WebDriver command of this session: a GET when `body` is `Null`, else a POST.
     fn call(&self, path: &str, body: Value) -> Value {
         let url = format!("{}/session/{}{path}", self.base, self.session);
-        match self.http.post(&url).send_json(body) {
+        let res = match body {
+            Value::Null => self.http.get(&url).call(),
+            body => self.http.post(&url).send_json(body),
+        };
+        match res {
             Ok(mut r) if r.status().as_u16() < 400 => {
                 r.body_mut().read_json::<Value>().expect("json")["value"].take()
             }
@@ -110,6 +123,63 @@ impl Browser {
     /// Runs a script's body in the page; what it returns, as JSON.
     pub fn js(&self, script: &str) -> Value {
         self.call("/execute/sync", json!({ "script": script, "args": [] }))
+    }
+
+    fn element(&self, css: &str) -> String {
+        let v = self.call("/element", json!({ "using": "css selector", "value": css }));
+        v[ELEMENT]
+            .as_str()
+            .unwrap_or_else(|| panic!("no element {css}: {v}"))
+            .to_string()
+    }
+
+    /// A real click, as a user's.
+    pub fn click(&self, css: &str) {
+        let e = self.element(css);
+        self.call(&format!("/element/{e}/click"), json!({}));
+    }
+
+    pub fn type_into(&self, css: &str, text: &str) {
+        let e = self.element(css);
+        self.call(&format!("/element/{e}/value"), json!({ "text": text }));
+    }
+
+    /// The text of the element with `id`, empty when it has none.
+    pub fn text(&self, id: &str) -> String {
+        let v = self.js(&format!(
+            "return document.getElementById('{id}').textContent"
+        ));
+        v.as_str().unwrap_or_default().to_string()
+    }
+
+    pub fn disabled(&self, id: &str) -> bool {
+        self.js(&format!("return document.getElementById('{id}').disabled"))
+            .as_bool()
+            .unwrap_or(false)
+    }
+
+    /// Whether the element takes up room on the page (neither it nor a parent hidden).
+    pub fn shown(&self, id: &str) -> bool {
+        self.js(&format!(
+            "return document.getElementById('{id}').offsetParent !== null"
+        ))
+        .as_bool()
+        .unwrap_or(false)
+    }
+
+    /// Waits, 20 s at most, until the page shows what `ok` looks for.
+    pub fn wait(&self, what: &str, mut ok: impl FnMut(&Browser) -> bool) {
+        wait_until(what, Duration::from_secs(20), || ok(self));
+    }
+
+    /// Saves what the window shows as a PNG file at `path`.
+    pub fn screenshot(&self, path: &Path) {
+        use base64::Engine;
+        let png = self.call("/screenshot", Value::Null);
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().expect("base64"))
+            .expect("png");
+        std::fs::write(path, bytes).expect("write screenshot");
     }
 
     /// Processes still running with this browser's profile: its Chromium, if ending the

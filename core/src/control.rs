@@ -237,9 +237,12 @@ fn mirror_ticket_rules(con: &mut Connection, c: &Campaign, state: State) -> Resu
     let _: () = con.hset_multiple(
         TicketKeys::new(&c.spec.id).rules(),
         &[
-            ("state", state.as_str().to_string()),
-            ("starts_at_ms", c.starts_at_ms.unwrap_or(0).to_string()),
-            ("cap", cap.to_string()),
+            (keys::rules::STATE, state.as_str().to_string()),
+            (
+                keys::rules::STARTS_AT_MS,
+                c.starts_at_ms.unwrap_or(0).to_string(),
+            ),
+            (keys::rules::CAP, cap.to_string()),
         ],
     )?;
     Ok(())

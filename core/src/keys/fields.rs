@@ -104,6 +104,19 @@ pub mod meta {
     }
 }
 
+/// The `rules` hash of a campaign's tickets ([`super::TicketKeys::rules`]): what the
+/// ticket script checks, mirrored from the campaign.
+pub mod rules {
+    fields! {
+        /// The campaign's state.
+        STATE = "state",
+        /// The opening (ms; 0: none).
+        STARTS_AT_MS = "starts_at_ms",
+        /// Most tickets live at once.
+        CAP = "cap",
+    }
+}
+
 /// The fields of a partition's `once` hash ([`super::PartitionKeys::once`]) are made by
 /// these, in Rust and in the scripts' prelude alike.
 pub mod once {

@@ -10,6 +10,7 @@ const TABLES: &[(&str, &[(&str, &str)])] = &[
     ("PART", keys::part::ALL),
     ("ORDER", keys::order::ALL),
     ("META", keys::meta::ALL),
+    ("RULES", keys::rules::ALL),
 ];
 
 /// A piece of Lua that defines `name`, included when a script names it.

@@ -1,10 +1,10 @@
 //! The Lua scripts: each runs atomically on one hash slot.
 //!
-//! A script names the hashes' fields and the key schema's shared pieces as its prelude
-//! declares them (`PART.stock`, `ORDER.pay_by_ms`, `first_answer_field(user, key)`, …);
-//! the prelude is generated from [`crate::keys`] and put before the script's own text,
-//! carrying only what the script names. The assembled text is what Redis loads, and
-//! what [`source_of`] and [`assembled`] give.
+//! A script names the hashes' fields and the key schema's shared pieces as
+//! [`crate::keys`] declares them (`PART.stock`, `ORDER.pay_by_ms`,
+//! `first_answer_field(user, key)`, …): the fields are spelled into its text and the
+//! functions it calls put before it (see `scripts/prelude.rs`). The assembled text is
+//! what Redis loads, and what [`source_of`] and [`assembled`] give.
 
 use redis::Script;
 use std::sync::LazyLock;
@@ -123,7 +123,15 @@ mod tests {
             .iter()
             .find(|(n, _)| *n == "purchase.lua")
             .expect("purchase");
-        assert!(purchase.1.contains("local PART = {"), "{}", purchase.1);
-        assert!(!purchase.1.contains("local META"), "only what it names");
+        assert!(!purchase.1.contains("PART."), "{}", purchase.1);
+        assert!(
+            purchase.1.contains("local function order_id"),
+            "{}",
+            purchase.1
+        );
+        assert!(
+            !purchase.1.contains("draw_at_opening"),
+            "only what it names"
+        );
     }
 }

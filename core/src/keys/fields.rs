@@ -1,14 +1,13 @@
 //! The fields of the system's Redis hashes, each declared once. Rust names them by these
-//! constants; the Lua scripts by the tables their prelude carries (see
-//! [`crate::scripts`]), built from the same lists: `PART.stock` in a script is
-//! [`part::STOCK`] here.
+//! constants; the Lua scripts as `PART.stock`, which their assembly spells from the same
+//! lists (see [`crate::scripts`]): `PART.stock` in a script is [`part::STOCK`] here.
 
 /// Declares a hash's fields as constants, and `ALL`: each field by its constant's name,
-/// for the scripts' prelude.
+/// for the scripts' assembly.
 macro_rules! fields {
     ($($(#[$doc:meta])* $name:ident = $value:literal,)*) => {
         $($(#[$doc])* pub const $name: &str = $value;)*
-        /// Every field, by its constant's name, as the scripts' prelude declares them.
+        /// Every field, by its constant's name, as the scripts name them.
         pub const ALL: &[(&str, &str)] = &[$((stringify!($name), $value)),*];
     };
 }

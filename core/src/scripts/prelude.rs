@@ -1,11 +1,11 @@
-//! The scripts' prelude, generated from the key schema: the tables of the hashes' fields,
-//! the key layout, the functions that make order ids and `once` fields, and the Lua
-//! functions more than one script runs. A script gets only the pieces it names, so it
-//! pays for no table it does not read.
+//! The scripts' prelude, generated from the key schema: the key layout, the functions
+//! that make order ids and `once` fields, and the Lua functions more than one script
+//! runs, each put before a script that names it. The hashes' fields a script names
+//! (`PART.stock`) are spelled into its text (`'stock'`), checked against the schema.
 
 use crate::keys::{self, OrderId, PartitionKeys};
 
-/// The hashes' fields, as a script names them: `PART.stock`.
+/// The hashes' fields, as a script names them: `PART.stock` is [`keys::part::STOCK`].
 const TABLES: &[(&str, &[(&str, &str)])] = &[
     ("PART", keys::part::ALL),
     ("ORDER", keys::order::ALL),
@@ -68,52 +68,49 @@ fn names(src: &str, name: &str) -> bool {
     uses(src, name).any(|i| !called || src[i + name.len()..].starts_with('('))
 }
 
-/// The prelude `src` needs, then `src`. Panics on a field the key schema does not declare:
-/// every script is assembled by the tests.
+/// The prelude `src` needs, then `src`, with every field it names spelled out. Panics on
+/// a field the key schema does not declare: every script is assembled by the tests.
 pub(super) fn assemble(file: &str, src: &str) -> String {
-    let mut body = String::new();
+    let mut out = String::new();
     let mut seen = Vec::new();
     for p in pieces() {
         if names(src, p.name) && !seen.contains(&p.lua) {
-            body.push_str(&p.lua);
+            out.push_str(&p.lua);
             seen.push(p.lua);
         }
     }
-    body.push_str(src);
-    let mut out = String::new();
+    out.push_str(src);
     for (table, fields) in TABLES {
-        let mut named: Vec<&str> = Vec::new();
-        for at in uses(&body, table) {
-            let rest = &body[at + table.len()..];
-            let Some(rest) = rest.strip_prefix('.') else {
-                continue;
-            };
-            let end = rest
-                .bytes()
-                .position(|b| !is_ident(b))
-                .unwrap_or(rest.len());
-            let field = &rest[..end];
-            let declared = fields.iter().any(|(n, _)| n.to_ascii_lowercase() == field);
-            assert!(declared, "{file}: {table}.{field} is not declared in keys");
-            if !named.contains(&field) {
-                named.push(field);
-            }
-        }
-        if named.is_empty() {
-            continue;
-        }
-        let entries: Vec<String> = fields
-            .iter()
-            .filter_map(|(n, v)| {
-                let lua = n.to_ascii_lowercase();
-                named
-                    .contains(&lua.as_str())
-                    .then(|| format!("{lua} = '{v}'"))
-            })
-            .collect();
-        out.push_str(&format!("local {table} = {{{}}}\n", entries.join(", ")));
+        out = spell_fields(file, &out, table, fields);
     }
-    out.push_str(&body);
+    out
+}
+
+/// `text` with each `TABLE.field` replaced by the field's name as a Lua string: a table
+/// built on every call would cost the purchase script microseconds; a literal, nothing.
+fn spell_fields(file: &str, text: &str, table: &str, fields: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for at in uses(text, table) {
+        let start = at + table.len();
+        let Some(rest) = text[start..].strip_prefix('.') else {
+            continue;
+        };
+        let end = rest
+            .bytes()
+            .position(|b| !is_ident(b))
+            .unwrap_or(rest.len());
+        let field = &rest[..end];
+        let Some((_, value)) = fields.iter().find(|(n, _)| n.to_ascii_lowercase() == field) else {
+            panic!("{file}: {table}.{field} is not declared in keys");
+        };
+        out.push_str(&text[last..at]);
+        out.push('\'');
+        out.push_str(value);
+        out.push('\'');
+        last = start + 1 + end;
+    }
+    out.push_str(&text[last..]);
     out
 }
 
@@ -129,10 +126,9 @@ mod tests {
         );
         assert_eq!(
             got,
-            "local PART = {stock = 'stock', held = 'held'}\n\
-             local function order_id(campaign, partition, seq) \
+            "local function order_id(campaign, partition, seq) \
              return campaign .. '.' .. partition .. '.' .. seq end\n\
-             local s = PART.stock .. PART.held .. PART.stock\nreturn order_id(c, p, 1)"
+             local s = 'stock' .. 'held' .. 'stock'\nreturn order_id(c, p, 1)"
         );
     }
 

@@ -89,7 +89,7 @@ levels="$((most / 100)) $((most / 10)) $most"
 for n in $levels; do campaign "h$n" 1; done
 sleep 0.5
 
-purchase_lua=$(cat core/src/scripts/purchase.lua)
+purchase_lua=$(cargo run -q --release -p seckill-core --example script -- purchase.lua)
 sha=$(rcli -p "$rport" SCRIPT LOAD "$purchase_lua")
 
 # (b) The waiting holds: shoppers f<12 digits> each buy one unit of the campaign through

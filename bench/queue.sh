@@ -40,7 +40,7 @@ TOML
   "${campaign[@]}" create --file "$work/$1.toml" >/dev/null
   "${campaign[@]}" arm "$1" >/dev/null
 }
-sha=$(rcli -p "$rport" SCRIPT LOAD "$(cat core/src/scripts/queue_join.lua)")
+sha=$(rcli -p "$rport" SCRIPT LOAD "$(cargo run -q --release -p seckill-core --example script -- queue_join.lua)")
 room_keys() { local t="sk:{$1.queue}"; echo "$t:meta $t:pre $t:post $t:joined $t:admitted"; }
 # Shoppers are u<12 digits>, the way redis-benchmark writes __rand_int__.
 user() { printf 'u%012d' "$1"; }

@@ -35,7 +35,7 @@ open_campaign rb 50000000 1
 for r in $(seq "$rounds"); do open_campaign "dp$r" 50000000 1; done
 sleep 0.5
 # The data plane's purchase script, read apart so that a missing file stops the run (set -e).
-purchase_lua=$(cat core/src/scripts/purchase.lua)
+purchase_lua=$(cargo run -q --release -p seckill-core --example script -- purchase.lua)
 sha=$(rcli -p "$rport" SCRIPT LOAD "$purchase_lua")
 # redis-benchmark takes a password only on its command line (-a), where none belongs: it
 # logs in as a user of its own that needs none (any -a will do), limited to campaign

@@ -17,7 +17,7 @@ redis_pid=${pids[-1]}
 cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%d\n", s}'; }
 rcli -p "$rport" ACL SETUSER seckill-bench on nopass '~sk:{sc*' +@all -@dangerous >/dev/null
 v1=$(rcli -p "$rport" SCRIPT LOAD "$(cat bench/baseline/purchase-v1.lua)")
-v2=$(rcli -p "$rport" SCRIPT LOAD "$(cat core/src/scripts/purchase.lua)")
+v2=$(rcli -p "$rport" SCRIPT LOAD "$(cargo run -q --release -p seckill-core --example script -- purchase.lua)")
 # A partition of ample stock, open, one unit a shopper; as arm_partition.lua leaves it.
 partition() {
   rcli -p "$rport" HSET "sk:{$1.0}:part" initial 100000000 stock 100000000 held 0 sold 0 \

@@ -15,6 +15,8 @@ for tool in valgrind redis-benchmark; do
   command -v "$tool" >/dev/null || { echo "$tool is missing: apt-get install valgrind redis-tools" >&2; exit 1; }
 done
 . bench/lib.sh
+# The purchase script as Redis runs it: its generated prelude and all.
+cargo run -q --release -p seckill-core --example script -- purchase.lua >"$work/purchase.lua"
 
 # count SCRIPT KEYS CALLS ARGS...: instructions redis-server ran for CALLS calls of
 # SCRIPT (EVALSHA with KEYS keys and ARGS, pipelined), start to stop, and the orders made.
@@ -57,7 +59,7 @@ read -r _ ir[v1] <<<"$(per_order v1 1 bench/baseline/purchase-v1.lua "${v1_keys[
     u__rand_int__ 1 ci 0 "$t:order:" 86400 "" "")"
 for n in 1 4 16; do
   args=(); for _ in $(seq "$n"); do args+=(u__rand_int__ 1 k "" ""); done
-  read -r _ ir[v2x$n] <<<"$(per_order "v2x$n" "$n" core/src/scripts/purchase.lua "${v2_keys[@]}" \
+  read -r _ ir[v2x$n] <<<"$(per_order "v2x$n" "$n" "$work/purchase.lua" "${v2_keys[@]}" \
       ci 0 "$t:order:" "${args[@]}")"
 done
 # A failure inside $(...) does not stop the script: a count that is not a number does.

@@ -3,6 +3,10 @@
 //! Every key one purchase touches carries the partition's hash tag `{<campaign>.<p>}`,
 //! so a purchase is one atomic script on one slot, on one Redis or on a Redis Cluster.
 
+mod fields;
+
+pub use fields::{meta, once, order, part, rules};
+
 /// Prefix of every key the system owns.
 pub const PREFIX: &str = "sk";
 /// Set of every campaign id.
@@ -189,52 +193,67 @@ impl PartitionKeys {
     pub fn tag(&self) -> &str {
         &self.tag
     }
+    fn key(&self, suffix: &str) -> String {
+        format!("{}:{suffix}", self.tag)
+    }
     /// Hash: stock, held, sold, transit, inflow, seq and the campaign's rules mirrored
-    /// for the purchase script (state, window, per-user limit, hold time).
+    /// for the purchase script (state, window, per-user limit, hold time); its fields
+    /// are [`part`]'s.
     pub fn part(&self) -> String {
-        format!("{}:part", self.tag)
+        self.key(Self::PART)
     }
     /// Hash: user id → units held or bought.
     pub fn buyers(&self) -> String {
-        format!("{}:buyers", self.tag)
+        self.key(Self::BUYERS)
     }
     /// Sorted set: order id scored by its payment deadline (ms).
     pub fn holds(&self) -> String {
-        format!("{}:holds", self.tag)
+        self.key(Self::HOLDS)
     }
     /// Stream of order events.
     pub fn events(&self) -> String {
-        format!("{}:events", self.tag)
+        self.key(Self::EVENTS)
     }
     /// Hash: outgoing transfer id → `target:units:ms`, until the target has applied it.
     pub fn transfers_out(&self) -> String {
-        format!("{}:xout", self.tag)
+        self.key(Self::TRANSFERS_OUT)
     }
     /// Set: ids of incoming transfers already applied.
     pub fn transfers_in(&self) -> String {
-        format!("{}:xin", self.tag)
+        self.key(Self::TRANSFERS_IN)
     }
     /// Prefix of the per-order hashes.
     pub fn order_prefix(&self) -> String {
-        format!("{}:order:", self.tag)
+        self.key(Self::ORDER)
     }
+    /// Hash: one order; its fields are [`order`]'s.
     pub fn order(&self, order_id: &str) -> String {
-        format!("{}:order:{order_id}", self.tag)
+        format!("{}:{}{order_id}", self.tag, Self::ORDER)
     }
-    /// Hash: what may happen once, each → the order it made: `i:<user>:<key>`, the first
-    /// answer to an `Idempotency-Key`, and `t:<ticket>`, a ticket's use. Written only with
+    /// Hash: what may happen once, each → the order it made: the first answer to an
+    /// `Idempotency-Key` and a ticket's use (fields made by [`once`]). Written only with
     /// an order, so it holds no more entries than the partition has orders.
     pub fn once(&self) -> String {
-        format!("{}:once", self.tag)
-    }
-    /// The field of [`Self::once`] that holds the first answer to `user`'s `key`.
-    pub fn first_answer_field(user: &str, key: &str) -> String {
-        format!("i:{user}:{key}")
+        self.key(Self::ONCE)
     }
     /// List: holders of the passes used on this partition, in order of use.
     pub fn pass_log(&self) -> String {
-        format!("{}:passes", self.tag)
+        self.key(Self::PASS_LOG)
     }
+}
+
+/// The suffixes of a partition's keys after its tag, each a key's one spelling.
+impl PartitionKeys {
+    pub const PART: &'static str = "part";
+    pub const BUYERS: &'static str = "buyers";
+    pub const HOLDS: &'static str = "holds";
+    pub const EVENTS: &'static str = "events";
+    pub const TRANSFERS_OUT: &'static str = "xout";
+    pub const TRANSFERS_IN: &'static str = "xin";
+    /// Followed by the order id.
+    pub const ORDER: &'static str = "order:";
+    pub const ONCE: &'static str = "once";
+    pub const PASS_LOG: &'static str = "passes";
 }
 
 /// An order id names its campaign and partition: `<campaign>.<partition>.<seq>`.
@@ -246,8 +265,11 @@ pub struct OrderId<'a> {
 }
 
 impl<'a> OrderId<'a> {
+    /// Between an order id's parts.
+    pub const SEP: char = '.';
+
     pub fn parse(s: &'a str) -> Option<Self> {
-        let mut it = s.split('.');
+        let mut it = s.split(Self::SEP);
         let campaign = it.next().filter(|c| crate::campaign::valid_id(c))?;
         let partition = it.next()?.parse().ok()?;
         let seq = it.next()?.parse().ok()?;
@@ -259,6 +281,15 @@ impl<'a> OrderId<'a> {
             partition,
             seq,
         })
+    }
+
+    /// The Lua function that makes an order id, as the purchase script names its orders.
+    pub fn lua() -> String {
+        let sep = Self::SEP;
+        format!(
+            "local function order_id(campaign, partition, seq) \
+             return campaign .. '{sep}' .. partition .. '{sep}' .. seq end\n"
+        )
     }
 }
 

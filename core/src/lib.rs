@@ -5,6 +5,7 @@
 //! - [`api`]: the shopper API's requests and answers, and its OpenAPI description;
 //! - [`campaign`]: the campaign model and its lifecycle;
 //! - [`keys`] and [`scripts`]: the Redis key schema, partition routing and the Lua;
+//!   [`purchase`]: the purchase script's call and the reading of its answers;
 //! - [`protocol`]: the control plane's commands and the readers of their replies, which
 //!   the blocking clients and the shards both send; [`reply`] reads Redis's answers;
 //! - [`control`]: the control plane (campaigns, limits) over a blocking [`connection`],
@@ -34,6 +35,7 @@ pub mod ledger;
 pub mod limits;
 pub mod pow;
 pub mod protocol;
+pub mod purchase;
 pub mod queue;
 pub mod reply;
 pub mod scripts;

@@ -153,7 +153,10 @@ pub struct PartitionStock {
 pub fn partition_stock(campaign: &str, partition: u32) -> Cmd {
     redis::cmd("HMGET")
         .arg(keys::PartitionKeys::new(campaign, partition).part())
-        .arg(&["initial", "stock", "held", "sold", "transit"])
+        .arg(&{
+            use keys::part::*;
+            [INITIAL, STOCK, HELD, SOLD, TRANSIT]
+        })
         .clone()
 }
 
@@ -202,6 +205,14 @@ pub struct QueueProgress {
     pub leader: Option<String>,
 }
 
+/// Shoppers a waiting room lets through per second: the rate it runs at (an operator's
+/// change, read from `live`), else the campaign's own, `spec`'s.
+pub fn admit_rate(live: Option<&QueueProgress>, spec: &crate::campaign::QueueSpec) -> u32 {
+    live.map(|q| q.admit_per_s)
+        .filter(|r| *r > 0)
+        .unwrap_or(spec.admit_per_s)
+}
+
 impl QueueProgress {
     /// Shoppers still waiting to be let through.
     pub fn waiting(&self) -> u64 {
@@ -213,20 +224,23 @@ impl QueueProgress {
     }
 }
 
-const QUEUE_FIELDS: [&str; 12] = [
-    "admitted",
-    "pre",
-    "seq",
-    "drawn_ms",
-    "seed",
-    "admit_per_s",
-    "pass_ttl_ms",
-    "used",
-    "expired",
-    "sold_out",
-    "state",
-    "seed_sha1",
-];
+const QUEUE_FIELDS: [&str; 12] = {
+    use keys::meta::*;
+    [
+        ADMITTED,
+        PRE,
+        SEQ,
+        DRAWN_MS,
+        SEED,
+        ADMIT_PER_S,
+        PASS_TTL_MS,
+        USED,
+        EXPIRED,
+        SOLD_OUT,
+        STATE,
+        SEED_SHA1,
+    ]
+};
 
 /// What a node follows of a waiting room, one call: its counters (not the seed).
 pub fn queue_counters(campaign: &str) -> Cmd {

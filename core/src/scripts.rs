@@ -1,16 +1,29 @@
 //! The Lua scripts: each runs atomically on one hash slot.
+//!
+//! A script names the hashes' fields and the key schema's shared pieces as
+//! [`crate::keys`] declares them (`PART.stock`, `ORDER.pay_by_ms`,
+//! `first_answer_field(user, key)`, …): the fields are spelled into its text and the
+//! functions it calls put before it (see `scripts/prelude.rs`). The assembled text is
+//! what Redis loads, and what [`source_of`] and [`assembled`] give.
 
 use redis::Script;
 use std::sync::LazyLock;
+
+mod prelude;
 
 macro_rules! scripts {
     ($($(#[$doc:meta])* $name:ident => $file:literal,)*) => {
         $(
             $(#[$doc])*
             pub static $name: LazyLock<Script> =
-                LazyLock::new(|| Script::new(include_str!($file)));
+                LazyLock::new(|| Script::new(&SOURCES[Name::$name as usize].1));
         )*
-        const SOURCES: &[&str] = &[$(include_str!($file)),*];
+        #[allow(non_camel_case_types, clippy::upper_case_acronyms)]
+        enum Name { $($name),* }
+        /// Each script's file name and assembled text.
+        static SOURCES: LazyLock<Vec<(&'static str, String)>> = LazyLock::new(|| {
+            vec![$(($file, prelude::assemble($file, include_str!($file)))),*]
+        });
     };
 }
 
@@ -76,8 +89,16 @@ pub fn hot_path() -> [&'static Script; 11] {
 pub fn source_of(hash: &str) -> Option<&'static str> {
     SOURCES
         .iter()
-        .find(|src| Script::new(src).get_hash() == hash)
-        .copied()
+        .find(|(_, src)| Script::new(src).get_hash() == hash)
+        .map(|(_, src)| src.as_str())
+}
+
+/// Every script as Redis runs it, prelude and all, by its file's name (`purchase.lua`).
+pub fn assembled() -> impl Iterator<Item = (&'static str, &'static str)> {
+    SOURCES.iter().map(|(file, src)| {
+        let name = file.rsplit('/').next().unwrap_or(file);
+        (name, src.as_str())
+    })
 }
 
 #[cfg(test)]
@@ -91,5 +112,26 @@ mod tests {
             assert_eq!(Script::new(src).get_hash(), s.get_hash());
         }
         assert!(source_of("0000").is_none());
+    }
+
+    #[test]
+    fn every_script_assembles_with_the_fields_it_names() {
+        // Assembling panics on a field or piece the key schema does not declare.
+        let all: Vec<_> = assembled().collect();
+        assert_eq!(all.len(), SOURCES.len());
+        let purchase = all
+            .iter()
+            .find(|(n, _)| *n == "purchase.lua")
+            .expect("purchase");
+        assert!(!purchase.1.contains("PART."), "{}", purchase.1);
+        assert!(
+            purchase.1.contains("local function order_id"),
+            "{}",
+            purchase.1
+        );
+        assert!(
+            !purchase.1.contains("draw_at_opening"),
+            "only what it names"
+        );
     }
 }

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use seckill_core::auth::{issue_token, verify_token, Secret};
 use seckill_core::keys::{partition_of, PartitionKeys};
+use seckill_core::purchase::{call as purchase_call, Queued};
 use seckill_dataplane::guard::pow::{sign_ticket, verify_ticket, Ticket};
 use seckill_dataplane::guard::{Guard, Limits};
 use seckill_dataplane::request::Route;
-use seckill_dataplane::store::{purchase_call, Queued};
 
 const FAR: i64 = 4_000_000_000_000;
 

@@ -3,12 +3,14 @@
 -- ARGV: order id, licence key
 -- Returns {'delivered', licence key, paid_ms, delivered_ms, first time? 1 : 0} or {'not_paid', status}
 local order, events = KEYS[1], KEYS[2]
-local o = redis.call('HMGET', order, 'status', 'license_key', 'paid_ms', 'delivered_ms', 'user', 'qty')
+local o = redis.call('HMGET', order, ORDER.status, ORDER.license_key, ORDER.paid_ms,
+  ORDER.delivered_ms, ORDER.user, ORDER.qty)
 if o[1] == 'delivered' then return {'delivered', o[2], o[3], o[4], 0} end
 if o[1] ~= 'paid' then return {'not_paid', o[1] or 'absent'} end
 local t = redis.call('TIME')
 local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-redis.call('HSET', order, 'status', 'delivered', 'license_key', ARGV[2], 'delivered_ms', now)
+redis.call('HSET', order, ORDER.status, 'delivered', ORDER.license_key, ARGV[2],
+  ORDER.delivered_ms, now)
 redis.call('XADD', events, '*', 'type', 'delivered', 'order_id', ARGV[1], 'user', o[5],
   'qty', o[6], 'paid_ms', o[3], 'delivered_ms', now, 'license_key', ARGV[2])
 return {'delivered', ARGV[2], o[3], now, 1}

@@ -8,7 +8,7 @@
 -- Returns {'ok'}, {'same', ticket, expiry ms}, {'gone'} (no such open challenge),
 -- {'exhausted'}, {'unknown'} (no such campaign, or a draft), {'ended'}, or
 -- {'early', starts_at_ms}.
-local rules = redis.call('HMGET', KEYS[4], 'state', 'starts_at_ms', 'cap')
+local rules = redis.call('HMGET', KEYS[4], RULES.state, RULES.starts_at_ms, RULES.cap)
 local state = rules[1]
 if not state then return {'unknown'} end
 if state == 'ended' then return {'ended'} end

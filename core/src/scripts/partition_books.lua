@@ -7,11 +7,12 @@
 -- order 1..seq, {user, qty, status, pay_by_ms, paid_ms, delivered_ms, license_key}, nil
 -- for a field the record lacks.
 local part, buyers, holds = KEYS[1], KEYS[2], KEYS[3]
-local seq = tonumber(redis.call('HGET', part, 'seq') or '0')
+local seq = tonumber(redis.call('HGET', part, PART.seq) or '0')
 local orders = {}
 for n = 1, seq do
-  orders[n] = redis.call('HMGET', ARGV[1] .. ARGV[2] .. '.' .. ARGV[3] .. '.' .. n,
-    'user', 'qty', 'status', 'pay_by_ms', 'paid_ms', 'delivered_ms', 'license_key')
+  orders[n] = redis.call('HMGET', ARGV[1] .. order_id(ARGV[2], ARGV[3], n),
+    ORDER.user, ORDER.qty, ORDER.status, ORDER.pay_by_ms, ORDER.paid_ms, ORDER.delivered_ms,
+    ORDER.license_key)
 end
 return {redis.call('HGETALL', part), redis.call('HGETALL', buyers),
   redis.call('ZRANGE', holds, 0, -1), orders}

@@ -3,7 +3,8 @@
 -- ARGV: user, order id
 -- Returns {'paid', paid_ms} (also when it was paid before), {'expired'}, {'not_found'}
 local part, holds, events, order = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local o = redis.call('HMGET', order, 'user', 'qty', 'status', 'pay_by_ms', 'paid_ms')
+local o = redis.call('HMGET', order, ORDER.user, ORDER.qty, ORDER.status, ORDER.pay_by_ms,
+  ORDER.paid_ms)
 if not o[1] or o[1] ~= ARGV[1] then return {'not_found'} end
 if o[3] == 'paid' or o[3] == 'delivered' then return {'paid', o[5]} end
 if o[3] ~= 'held' then return {'expired'} end
@@ -12,9 +13,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now >= tonumber(o[4]) then return {'expired'} end
 local qty = tonumber(o[2])
 local paid = string.format('%d', now)
-redis.call('HSET', order, 'status', 'paid', 'paid_ms', paid)
-redis.call('HINCRBY', part, 'held', -qty)
-redis.call('HINCRBY', part, 'sold', qty)
+redis.call('HSET', order, ORDER.status, 'paid', ORDER.paid_ms, paid)
+redis.call('HINCRBY', part, PART.held, -qty)
+redis.call('HINCRBY', part, PART.sold, qty)
 redis.call('ZREM', holds, ARGV[2])
 redis.call('XADD', events, '*', 'type', 'paid', 'order_id', ARGV[2], 'user', o[1],
   'qty', qty, 'pay_by_ms', o[4], 'paid_ms', paid)

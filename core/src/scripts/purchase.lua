@@ -15,8 +15,10 @@
 --   'layout', found, ''                the partition was armed with another key layout
 -- The call's orders go to the worker as one `held` event: `orders`, a line
 -- `<order_id> <user> <qty> <pay_by_ms>` an order (ids and users have no spaces).
--- `once` holds `i:<user>:<key>` (an Idempotency-Key's first answer) and `t:<ticket>`
--- (a ticket's use), each → order id: written only with an order, so bounded by them.
+-- `once` holds `first_answer_field(user, key)` (an Idempotency-Key's first answer) and
+-- `ticket_field(ticket)` (a ticket's use), each → order id: written only with an order,
+-- so bounded by them. Fields, the layout and the order id's form come from the prelude
+-- (see scripts.rs), generated from keys.rs.
 local part, buyers, holds, events, once, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local campaign, partition, oprefix = ARGV[1], ARGV[2], ARGV[3]
 local n = (#ARGV - 3) / 5
@@ -26,16 +28,16 @@ local function answer(i, a, b, c)
   out[3 * i - 2], out[3 * i - 1], out[3 * i] = a, b or '', c or ''
 end
 
-local m = redis.call('HMGET', part, 'state', 'starts_at_ms', 'ends_at_ms', 'limit', 'hold_ttl_ms',
-  'stock', 'queued', 'held', 'seq', 'layout')
+local m = redis.call('HMGET', part, PART.state, PART.starts_at_ms, PART.ends_at_ms, PART.limit,
+  PART.hold_ttl_ms, PART.stock, PART.queued, PART.held, PART.seq, PART.layout)
 local state = m[1]
 
 -- What the idempotency keys and tickets already name, and what the buyers already have.
 local fields, users, seen = {}, {}, {}
 for i = 1, n do
   local a = 3 + 5 * (i - 1)
-  if ARGV[a + 3] ~= '' then fields[#fields + 1] = 'i:' .. ARGV[a + 1] .. ':' .. ARGV[a + 3] end
-  if ARGV[a + 4] ~= '' then fields[#fields + 1] = 't:' .. ARGV[a + 4] end
+  if ARGV[a + 3] ~= '' then fields[#fields + 1] = first_answer_field(ARGV[a + 1], ARGV[a + 3]) end
+  if ARGV[a + 4] ~= '' then fields[#fields + 1] = ticket_field(ARGV[a + 4]) end
   if not seen[ARGV[a + 1]] then
     seen[ARGV[a + 1]] = true
     users[#users + 1] = ARGV[a + 1]
@@ -53,7 +55,7 @@ local refusal
 local now = 0
 if not state then
   refusal = {'unknown'}
-elseif m[10] ~= '2' then
+elseif m[10] ~= LAYOUT then
   refusal = {'layout', m[10] or '1'}
 else
   local t = redis.call('TIME')
@@ -78,12 +80,12 @@ local orders, pay_by_of, counts, new_once, new_holds, passes = {}, {}, {}, {}, {
 for i = 1, n do
   local a = 3 + 5 * (i - 1)
   local user, qty, key, ticket, pass = ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
-  local ikey = key ~= '' and ('i:' .. user .. ':' .. key)
-  local tkey = ticket ~= '' and ('t:' .. ticket)
+  local ikey = key ~= '' and first_answer_field(user, key)
+  local tkey = ticket ~= '' and ticket_field(ticket)
   local first = ikey and named[ikey]
   if first then
     -- An order of this same call answers from what is about to be written.
-    answer(i, 'held', first, pay_by_of[first] or redis.call('HGET', oprefix .. first, 'pay_by_ms') or '0')
+    answer(i, 'held', first, pay_by_of[first] or redis.call('HGET', oprefix .. first, ORDER.pay_by_ms) or '0')
   elseif refusal then
     answer(i, refusal[1], refusal[2])
   elseif tkey and named[tkey] then
@@ -100,7 +102,7 @@ for i = 1, n do
     stock, held, seq = stock - qty, held + qty, seq + 1
     have[user] = have[user] + qty
     counts[user] = have[user]
-    local oid = campaign .. '.' .. partition .. '.' .. seq
+    local oid = order_id(campaign, partition, seq)
     local pay_by = string.format('%d', now + ttl)
     orders[#orders + 1] = {oid, user, qty, pay_by}
     pay_by_of[oid] = pay_by
@@ -129,15 +131,15 @@ if #orders > 0 then
       flat[#flat + 1] = counts[u]
     end
   end
-  redis.call('HSET', part, 'stock', stock, 'held', held, 'seq', seq)
+  redis.call('HSET', part, PART.stock, stock, PART.held, held, PART.seq, seq)
   redis.call('HSET', buyers, unpack(flat))
   redis.call('ZADD', holds, unpack(new_holds))
   if #new_once > 0 then redis.call('HSET', once, unpack(new_once)) end
   if #passes > 0 then redis.call('RPUSH', log, unpack(passes)) end
   local created, lines = string.format('%d', now), {}
   for j, o in ipairs(orders) do
-    redis.call('HSET', oprefix .. o[1], 'user', o[2], 'qty', o[3], 'status', 'held',
-      'pay_by_ms', o[4], 'created_ms', created)
+    redis.call('HSET', oprefix .. o[1], ORDER.user, o[2], ORDER.qty, o[3], ORDER.status, 'held',
+      ORDER.pay_by_ms, o[4], ORDER.created_ms, created)
     lines[j] = o[1] .. ' ' .. o[2] .. ' ' .. o[3] .. ' ' .. o[4]
   end
   redis.call('XADD', events, '*', 'type', 'held', 'orders', table.concat(lines, '\n'))

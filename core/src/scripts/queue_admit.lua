@@ -19,31 +19,26 @@ local holder = redis.call('GET', lease)
 if holder and holder ~= ARGV[1] then return {'follower'} end
 redis.call('SET', lease, ARGV[1], 'PX', ARGV[2])
 
-local m = redis.call('HMGET', meta, 'state', 'starts_at_ms', 'drawn_ms', 'pre', 'admitted',
-  'seq', 'total', 'pass_ttl_ms', 'ends_at_ms')
+local m = redis.call('HMGET', meta, META.state, META.starts_at_ms, META.drawn_ms, META.pre,
+  META.admitted, META.seq, META.total, META.pass_ttl_ms, META.ends_at_ms)
 local state = m[1]
 if not state then return {'leader', 0, 0, 0, 0} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local drawn = m[3]
-local starts = tonumber(m[2]) or 0
-if not drawn and (state == 'live' or state == 'paused') and (starts == 0 or now >= starts) then
-  drawn = string.format('%d', now)
-  m[4] = redis.call('ZCARD', pre)
-  redis.call('HSET', meta, 'drawn_ms', drawn, 'pre', m[4])
-end
+local drawn
+drawn, m[4] = draw_at_opening(meta, pre, state, tonumber(m[2]) or 0, m[3], m[4], now)
 
 local parts = tonumber(ARGV[7])
 local cursors = {}
 for p = 0, parts - 1 do
-  cursors[p] = tonumber(redis.call('HGET', meta, 'cur:' .. p) or '0')
+  cursors[p] = tonumber(redis.call('HGET', meta, META.cursor .. p) or '0')
   if cursors[p] ~= tonumber(ARGV[8 + p]) then return {'follower'} end
 end
 for p = 0, parts - 1 do
   local after = tonumber(ARGV[8 + parts + p])
   if after > cursors[p] then
-    redis.call('HSET', meta, 'cur:' .. p, after)
-    redis.call('HINCRBY', meta, 'used', after - cursors[p])
+    redis.call('HSET', meta, META.cursor .. p, after)
+    redis.call('HINCRBY', meta, META.used, after - cursors[p])
   end
 end
 for i = 8 + 2 * parts, #ARGV do redis.call('ZREM', passes, ARGV[i]) end
@@ -51,7 +46,7 @@ for i = 8 + 2 * parts, #ARGV do redis.call('ZREM', passes, ARGV[i]) end
 -- then any use of it was in the logs just read.
 local cutoff = tonumber(ARGV[5]) - tonumber(ARGV[6])
 local lapsed = redis.call('ZREMRANGEBYSCORE', passes, '-inf', cutoff)
-if lapsed > 0 then redis.call('HINCRBY', meta, 'expired', lapsed) end
+if lapsed > 0 then redis.call('HINCRBY', meta, META.expired, lapsed) end
 
 local outstanding = redis.call('ZCARD', passes)
 local left = tonumber(m[7]) - tonumber(ARGV[4])
@@ -87,9 +82,9 @@ if n > 0 then
       admit(user, now - at)
     end
   end
-  redis.call('HSET', meta, 'admitted', last)
+  redis.call('HSET', meta, META.admitted, last)
 end
 local sold = (left <= 0 and outstanding == 0) and 1 or 0
-redis.call('HSET', meta, 'sold_out', sold)
+redis.call('HSET', meta, META.sold_out, sold)
 out[5] = sold
 return out

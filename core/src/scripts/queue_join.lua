@@ -11,8 +11,8 @@
 --   'pre' (place 0: not drawn yet), 'waiting', 'admitted', 'not_joined', 'ended', 'unknown'
 local meta, pre, post, joined, admitted = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local user = ARGV[2]
-local m = redis.call('HMGET', meta, 'state', 'starts_at_ms', 'drawn_ms', 'pre', 'admitted',
-  'sold_out', 'seq', 'ends_at_ms')
+local m = redis.call('HMGET', meta, META.state, META.starts_at_ms, META.drawn_ms, META.pre,
+  META.admitted, META.sold_out, META.seq, META.ends_at_ms)
 local state = m[1]
 if not state or state == 'draft' or state == 'arming' then return {'unknown'} end
 if state == 'ended' then return {'ended'} end
@@ -20,13 +20,8 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ends = tonumber(m[8]) or 0
 if ends > 0 and now >= ends then return {'ended'} end
-local drawn = m[3]
-local starts = tonumber(m[2]) or 0
-if not drawn and (state == 'live' or state == 'paused') and (starts == 0 or now >= starts) then
-  drawn = string.format('%d', now)
-  m[4] = redis.call('ZCARD', pre)
-  redis.call('HSET', meta, 'drawn_ms', drawn, 'pre', m[4])
-end
+local drawn
+drawn, m[4] = draw_at_opening(meta, pre, state, tonumber(m[2]) or 0, m[3], m[4], now)
 local done = tonumber(m[5]) or 0
 local sold = m[6] or '0'
 local function answer(kind, place, expiry)
@@ -49,16 +44,16 @@ if turn then return answer('waiting', tonumber(m[4]) + tonumber(turn), 0) end
 if ARGV[1] ~= 'join' then return answer('not_joined', 0, 0) end
 
 if not drawn then
-  if redis.call('HSETNX', meta, 'seed', ARGV[3]) == 1 then
+  if redis.call('HSETNX', meta, META.seed, ARGV[3]) == 1 then
     -- The seed's fingerprint is shown from now on; the seed itself from the opening.
-    redis.call('HSET', meta, 'seed_sha1', redis.sha1hex(ARGV[3]))
+    redis.call('HSET', meta, META.seed_sha1, redis.sha1hex(ARGV[3]))
   end
-  local seed = redis.call('HGET', meta, 'seed')
+  local seed = redis.call('HGET', meta, META.seed)
   local draw = tonumber(string.sub(redis.sha1hex(seed .. ':' .. user), 1, 13), 16)
   redis.call('ZADD', pre, string.format('%d', draw), user)
   return answer('pre', 0, 0)
 end
-local seq = redis.call('HINCRBY', meta, 'seq', 1)
+local seq = redis.call('HINCRBY', meta, META.seq, 1)
 redis.call('ZADD', post, seq, user)
 redis.call('HSET', joined, user, string.format('%d', now))
 return answer('waiting', tonumber(m[4]) + seq, 0)

@@ -5,7 +5,7 @@
 -- Returns {now ms, held + sold, cursor after the entries returned, holders...}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local m = redis.call('HMGET', KEYS[1], 'held', 'sold')
+local m = redis.call('HMGET', KEYS[1], PART.held, PART.sold)
 -- A partition that is not there is not empty: counting it as nothing taken would free
 -- units that may be gone.
 if not m[1] and not m[2] then return redis.error_reply('ERR no such partition') end

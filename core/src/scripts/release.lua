@@ -9,22 +9,22 @@ local part, holds, buyers, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = redis.call('ZRANGEBYSCORE', holds, '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
-local l = redis.call('HMGET', part, 'lease_ms', 'returning')
+local l = redis.call('HMGET', part, PART.lease_ms, PART.returning)
 if now < tonumber(l[1] or '0') then
-  if #due > 0 and l[2] ~= '1' then redis.call('HSET', part, 'returning', 1) end
+  if #due > 0 and l[2] ~= '1' then redis.call('HSET', part, PART.returning, 1) end
   return 0
 end
-if l[2] == '1' then redis.call('HSET', part, 'returning', 0) end
+if l[2] == '1' then redis.call('HSET', part, PART.returning, 0) end
 local released = 0
 for _, oid in ipairs(due) do
   local key = ARGV[1] .. oid
-  local o = redis.call('HMGET', key, 'user', 'qty', 'status', 'pay_by_ms')
+  local o = redis.call('HMGET', key, ORDER.user, ORDER.qty, ORDER.status, ORDER.pay_by_ms)
   if o[3] == 'held' and tonumber(o[4]) <= now then
     local qty = tonumber(o[2])
-    redis.call('HSET', key, 'status', 'expired', 'expired_ms', string.format('%d', now))
-    redis.call('HINCRBY', part, 'held', -qty)
-    redis.call('HINCRBY', part, 'stock', qty)
-    redis.call('HINCRBY', part, 'inflow', 1)
+    redis.call('HSET', key, ORDER.status, 'expired', ORDER.expired_ms, string.format('%d', now))
+    redis.call('HINCRBY', part, PART.held, -qty)
+    redis.call('HINCRBY', part, PART.stock, qty)
+    redis.call('HINCRBY', part, PART.inflow, 1)
     if redis.call('HINCRBY', buyers, o[1], -qty) <= 0 then redis.call('HDEL', buyers, o[1]) end
     redis.call('XADD', events, '*', 'type', 'expired', 'order_id', oid, 'user', o[1],
       'qty', qty, 'pay_by_ms', o[4], 'expired_ms', string.format('%d', now))

@@ -9,7 +9,9 @@ use serde::Serialize;
 use std::borrow::Cow;
 
 use crate::answer::Outcome;
+use crate::store::StoreError;
 use seckill_core::api;
+use seckill_core::purchase::Refusal;
 
 pub type Reply = Response<Full<Bytes>>;
 
@@ -135,6 +137,33 @@ impl From<crate::guard::Refusal> for ApiError {
                 retry_after_s: secs(retry_after),
             },
         }
+    }
+}
+
+/// A purchase's refusal, as the shopper is told it: the one place a purchase's outcome
+/// becomes an answer (its status, code and place in the metrics come with [`Outcome`]).
+impl From<Refusal> for ApiError {
+    fn from(r: Refusal) -> Self {
+        match r {
+            Refusal::SoldOut => ApiError::SoldOut,
+            Refusal::NotEnough { remaining } => ApiError::NotEnough { remaining },
+            Refusal::LimitReached => ApiError::LimitReached,
+            Refusal::NotStarted { starts_at_ms } => ApiError::NotStarted { starts_at_ms },
+            Refusal::Ended => ApiError::Ended,
+            Refusal::Paused => ApiError::Paused,
+            Refusal::UnknownCampaign => ApiError::UnknownCampaign,
+            Refusal::Contended => ApiError::Busy { retry_after_s: 1 },
+            Refusal::TicketUsed => ApiError::TicketInvalid,
+        }
+    }
+}
+
+/// Whatever went wrong with Redis, the shopper is told only that the service is
+/// unavailable; the detail goes to the log.
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        tracing::debug!(error = %e, "redis call failed");
+        ApiError::Unavailable
     }
 }
 

@@ -67,8 +67,9 @@ impl Leases {
         held.demand.mark();
         match held.parts.get(partition_of(user, partitions) as usize) {
             Some(Some(lent)) if Instant::now() < lent.until => {
-                // `PartitionKeys::first_answer_field`, laid out here.
-                let pieces = [b"i:".as_slice(), user.as_bytes(), b":", key.as_bytes()];
+                // `keys::once::first_answer`, laid out here.
+                let first = seckill_core::keys::once::FIRST_ANSWER.as_bytes();
+                let pieces = [first, user.as_bytes(), b":", key.as_bytes()];
                 let len: usize = pieces.iter().map(|p| p.len()).sum();
                 if len > FIELD_MAX {
                     return true;

@@ -222,12 +222,7 @@ pub(super) async fn admission_loop(shard: Rc<Shard>) {
             .filter(|v| matches!(v.campaign.state, State::Armed | State::Live | State::Paused))
             .filter_map(|v| {
                 let s = &v.campaign.spec;
-                let rate = v
-                    .queue
-                    .as_ref()
-                    .map(|q| q.admit_per_s)
-                    .filter(|r| *r > 0)
-                    .unwrap_or(s.queue?.admit_per_s);
+                let rate = seckill_core::protocol::admit_rate(v.queue.as_ref(), &s.queue?);
                 Some((
                     s.id.clone(),
                     s.partitions,

@@ -13,7 +13,7 @@ pub(crate) use conn::connect;
 pub use conn::{slot_of, RedisConn, Reply, StoreError};
 pub use lease::Lease;
 pub use orders::Payment;
-pub use purchase::{purchase_call, Purchase, PurchaseRequest, Queued};
+pub use purchase::{Purchase, PurchaseRequest};
 pub use queue::{Look, Round, Standing};
 pub use seckill_core::reply::{int, text};
 pub use tickets::{Challenge, Issue, NewTicket};

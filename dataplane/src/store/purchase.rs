@@ -16,10 +16,10 @@ use futures::channel::oneshot;
 use futures::future::{FutureExt, LocalBoxFuture, Shared};
 
 use super::transfer::Refill;
-use super::{int, items, text, Store, StoreError};
+use super::{int, text, Store, StoreError};
 use crate::metrics::ShardMetrics;
-use seckill_core::keys::{partition_of, PartitionKeys};
-use seckill_core::scripts;
+use seckill_core::keys::{once, order, partition_of, PartitionKeys};
+use seckill_core::purchase::{self as script, Answer, Queued, Refusal};
 
 /// What a shopper asked for, once authenticated and validated.
 #[derive(Debug, Clone, Copy)]
@@ -36,30 +36,11 @@ pub struct PurchaseRequest<'a> {
     pub pass_expires_ms: Option<i64>,
 }
 
-/// Every way a purchase can end. Refusals are outcomes, not errors.
+/// How a purchase ended: held, or refused (refusals are outcomes, not errors).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Purchase {
-    Held {
-        order_id: String,
-        pay_by_ms: i64,
-    },
-    /// Every unit is held or sold.
-    SoldOut,
-    /// Some units remain, fewer than asked for.
-    NotEnough {
-        remaining: i64,
-    },
-    LimitReached,
-    NotStarted {
-        starts_at_ms: Option<i64>,
-    },
-    Ended,
-    Paused,
-    UnknownCampaign,
-    /// Stock kept moving away for too many rounds; the client may retry.
-    Contended,
-    /// The ticket was used by an earlier purchase, or the pass ran out.
-    TicketUsed,
+    Held { order_id: String, pay_by_ms: i64 },
+    Refused(Refusal),
 }
 
 /// Rounds of "dry, refill, retry" before a purchase gives up as contended.
@@ -86,63 +67,31 @@ enum Attempt {
     Dry(u64),
 }
 
-/// One purchase's part of a call: the script's five arguments.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Queued {
-    pub user: String,
-    pub quantity: u32,
-    pub idempotency_key: Option<String>,
-    pub ticket: Option<String>,
-    pub pass_expires_ms: Option<i64>,
-}
-
-impl Queued {
-    fn of(req: &PurchaseRequest<'_>) -> Self {
-        Queued {
-            user: req.user.into(),
-            quantity: req.quantity,
-            idempotency_key: req.idempotency_key.map(Into::into),
-            ticket: req.ticket.map(Into::into),
-            pass_expires_ms: req.pass_expires_ms,
+impl Attempt {
+    /// The script's answer to a purchase of the shard's `back`th call to come back.
+    fn of(answer: Answer, back: u64) -> Self {
+        match answer {
+            Answer::Held {
+                order_id,
+                pay_by_ms,
+            } => Attempt::Done(Purchase::Held {
+                order_id,
+                pay_by_ms,
+            }),
+            Answer::Dry => Attempt::Dry(back),
+            Answer::Refused(r) => Attempt::Done(Purchase::Refused(r)),
         }
     }
 }
 
-/// The purchase script's call for `purchases` on partition `p` of `campaign` (whose keys
-/// are `keys`): `EVALSHA` with its keys and arguments, each written once into the
-/// command's buffer.
-pub fn purchase_call(
-    keys: &PartitionKeys,
-    p: u32,
-    campaign: &str,
-    purchases: &[Queued],
-) -> redis::Cmd {
-    use std::fmt::Write;
-    let tag = keys.tag();
-    let mut cmd = redis::Cmd::with_capacity(13 + 5 * purchases.len(), 200 + 64 * purchases.len());
-    let mut scratch = String::with_capacity(96);
-    let mut arg = |cmd: &mut redis::Cmd, f: std::fmt::Arguments<'_>| {
-        scratch.clear();
-        scratch.write_fmt(f).ok();
-        cmd.arg(scratch.as_str());
-    };
-    cmd.arg("EVALSHA").arg(scripts::PURCHASE.get_hash()).arg(6);
-    for suffix in ["part", "buyers", "holds", "events", "once", "passes"] {
-        arg(&mut cmd, format_args!("{tag}:{suffix}"));
+fn queued(req: &PurchaseRequest<'_>) -> Queued {
+    Queued {
+        user: req.user.into(),
+        quantity: req.quantity,
+        idempotency_key: req.idempotency_key.map(Into::into),
+        ticket: req.ticket.map(Into::into),
+        pass_expires_ms: req.pass_expires_ms,
     }
-    cmd.arg(campaign).arg(p);
-    arg(&mut cmd, format_args!("{tag}:order:"));
-    for q in purchases {
-        cmd.arg(q.user.as_str())
-            .arg(q.quantity)
-            .arg(q.idempotency_key.as_deref().unwrap_or(""))
-            .arg(q.ticket.as_deref().unwrap_or(""));
-        match q.pass_expires_ms {
-            Some(ms) => cmd.arg(ms),
-            None => cmd.arg(""),
-        };
-    }
-    cmd
 }
 
 /// A purchase waiting in its partition's lane, and where its answer goes.
@@ -196,7 +145,7 @@ impl Store {
             .query(
                 redis::cmd("HGET")
                     .arg(keys.once())
-                    .arg(PartitionKeys::first_answer_field(user, key)),
+                    .arg(once::first_answer(user, key)),
             )
             .await?;
         let Some(order_id) = text(Some(&first)) else {
@@ -207,7 +156,7 @@ impl Store {
             .query(
                 redis::cmd("HGET")
                     .arg(keys.order(&order_id))
-                    .arg("pay_by_ms"),
+                    .arg(order::PAY_BY_MS),
             )
             .await?;
         Ok(Some((order_id, int(Some(&pay_by)).unwrap_or(0))))
@@ -237,7 +186,7 @@ impl Store {
                 Attempt::Dry(seen) => seen,
             };
             if sold_out() {
-                return Ok(Purchase::SoldOut);
+                return Ok(Purchase::Refused(Refusal::SoldOut));
             }
             match self
                 .refill_after(&keys, req.campaign, req.partitions, p, req.quantity, seen)
@@ -246,12 +195,14 @@ impl Store {
                 Refill::Moved => {}
                 // Units wait for the partition's lease to end (a second at most): the
                 // shopper is told to come back, not kept while every round parks more.
-                Refill::Lent => return Ok(Purchase::Contended),
-                Refill::Empty { remaining: 0 } => return Ok(Purchase::SoldOut),
-                Refill::Empty { remaining } => return Ok(Purchase::NotEnough { remaining }),
+                Refill::Lent => return Ok(Purchase::Refused(Refusal::Contended)),
+                Refill::Empty { remaining: 0 } => return Ok(Purchase::Refused(Refusal::SoldOut)),
+                Refill::Empty { remaining } => {
+                    return Ok(Purchase::Refused(Refusal::NotEnough { remaining }))
+                }
             }
         }
-        Ok(Purchase::Contended)
+        Ok(Purchase::Refused(Refusal::Contended))
     }
 
     /// One try on the partition, in its lane: sent at once when the lane has room for
@@ -267,11 +218,15 @@ impl Store {
             let mut lanes = self.lanes.0.lanes.borrow_mut();
             let lane = lanes.entry(keys.tag().to_string()).or_default();
             lane.waiting.push_back(Waiting {
-                purchase: Queued::of(req),
+                purchase: queued(req),
                 answer,
             });
             let room = lane.calls < CALLS_IN_FLIGHT;
             lane.calls += u8::from(room);
+            debug_assert!(
+                lane.calls <= CALLS_IN_FLIGHT,
+                "a lane never runs more calls"
+            );
             room
         };
         if room {
@@ -345,6 +300,7 @@ impl Store {
                 return false;
             };
             if lane.waiting.is_empty() {
+                debug_assert!(lane.calls > 0, "the task ending is one of the lane's calls");
                 lane.calls -= 1;
                 if lane.calls == 0 {
                     lanes.remove(keys.tag());
@@ -352,6 +308,10 @@ impl Store {
                 return false;
             }
             let n = lane.waiting.len().min(MOST_IN_A_CALL);
+            debug_assert!(
+                (1..=MOST_IN_A_CALL).contains(&n),
+                "a call carries 1 to the most"
+            );
             lane.waiting
                 .drain(..n)
                 .map(|w| (w.purchase, w.answer))
@@ -361,18 +321,16 @@ impl Store {
             m.purchase_call(purchases.len());
         }
         let reply = self
-            .run_script(&purchase_call(keys, p, campaign, &purchases))
+            .run_script(&script::call(keys, p, campaign, &purchases))
             .await;
         let back = self.lanes.0.calls_back.get() + 1;
         self.lanes.0.calls_back.set(back);
-        match reply.and_then(|v| outcomes(v, answers.len())) {
-            Ok(outcomes) => {
-                for (answer, o) in answers.into_iter().zip(outcomes) {
-                    let o = o.map(|a| match a {
-                        Attempt::Dry(_) => Attempt::Dry(back),
-                        done => done,
-                    });
-                    let _ = answer.send(o);
+        let read = reply.and_then(|v| Ok(script::answers(v, answers.len())?));
+        match read {
+            Ok(said) => {
+                for (answer, a) in answers.into_iter().zip(said) {
+                    let a = a.map(|a| Attempt::of(a, back)).map_err(StoreError::from);
+                    let _ = answer.send(a);
                 }
             }
             Err(e) => {
@@ -382,145 +340,5 @@ impl Store {
             }
         }
         true
-    }
-}
-
-/// The script's answers, three items each, one per purchase of the call.
-fn outcomes(reply: redis::Value, n: usize) -> Result<Vec<Result<Attempt, StoreError>>, StoreError> {
-    let v = items(reply)?;
-    if v.len() != 3 * n {
-        return Err(StoreError::Protocol(format!(
-            "purchase script answered {} items for {n} purchases",
-            v.len()
-        )));
-    }
-    Ok(v.chunks(3).map(outcome).collect())
-}
-
-fn outcome(v: &[redis::Value]) -> Result<Attempt, StoreError> {
-    let what = text(v.first()).unwrap_or_default();
-    Ok(Attempt::Done(match what.as_str() {
-        "held" => Purchase::Held {
-            order_id: text(v.get(1))
-                .ok_or_else(|| StoreError::Protocol("held without an order id".into()))?,
-            pay_by_ms: int(v.get(2)).unwrap_or(0),
-        },
-        "dry" => return Ok(Attempt::Dry(0)),
-        "limit_reached" => Purchase::LimitReached,
-        "not_started" => Purchase::NotStarted {
-            starts_at_ms: int(v.get(1)).filter(|t| *t > 0),
-        },
-        "ended" => Purchase::Ended,
-        "paused" => Purchase::Paused,
-        "unknown" => Purchase::UnknownCampaign,
-        "ticket_used" | "ticket_expired" | "pass_required" => Purchase::TicketUsed,
-        "layout" => {
-            let e = format!(
-                "the partition was armed with key layout {}; this release sells layout {}",
-                text(v.get(1)).unwrap_or_default(),
-                PartitionKeys::LAYOUT
-            );
-            thread_local!(static SAID: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
-            if !SAID.replace(true) {
-                tracing::warn!("{e}: its purchases answer 503 here; finish the sale with the release that armed it");
-            }
-            return Err(StoreError::Protocol(e));
-        }
-        other => {
-            return Err(StoreError::Protocol(format!(
-                "purchase script answered '{other}'"
-            )))
-        }
-    }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn queued(user: &str, key: Option<&str>, ticket: Option<&str>, pass: Option<i64>) -> Queued {
-        Queued {
-            user: user.into(),
-            quantity: 2,
-            idempotency_key: key.map(Into::into),
-            ticket: ticket.map(Into::into),
-            pass_expires_ms: pass,
-        }
-    }
-
-    #[test]
-    fn the_purchase_call_carries_every_key_and_each_purchase_in_order() {
-        let keys = PartitionKeys::new("spring", 5);
-        let batch = [
-            queued("ann", None, None, None),
-            queued("bob", Some("k-1"), None, None),
-            queued("cy", Some("k-2"), Some("q17"), Some(1_800_000_000_000)),
-        ];
-        let mut args = vec![
-            keys.part(),
-            keys.buyers(),
-            keys.holds(),
-            keys.events(),
-            keys.once(),
-            keys.pass_log(),
-            "spring".into(),
-            "5".into(),
-            keys.order_prefix(),
-        ];
-        for q in &batch {
-            args.extend([
-                q.user.clone(),
-                q.quantity.to_string(),
-                q.idempotency_key.clone().unwrap_or_default(),
-                q.ticket.clone().unwrap_or_default(),
-                q.pass_expires_ms.map(|t| t.to_string()).unwrap_or_default(),
-            ]);
-        }
-        let (ks, rest) = args.split_at(6);
-        let ks: Vec<&str> = ks.iter().map(String::as_str).collect();
-        let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
-        assert_eq!(
-            purchase_call(&keys, 5, "spring", &batch).get_packed_command(),
-            super::super::script_call(&scripts::PURCHASE, &ks, &rest).get_packed_command()
-        );
-    }
-
-    #[test]
-    fn each_purchase_of_a_call_gets_its_own_answer() {
-        let s = |x: &str| redis::Value::BulkString(x.as_bytes().to_vec());
-        let reply = redis::Value::Array(vec![
-            s("held"),
-            s("spring.5.9"),
-            s("1800000000000"),
-            s("dry"),
-            s("0"),
-            s(""),
-            s("limit_reached"),
-            s("2"),
-            s(""),
-        ]);
-        let got = outcomes(reply, 3).expect("three answers");
-        assert_eq!(
-            got,
-            [
-                Ok(Attempt::Done(Purchase::Held {
-                    order_id: "spring.5.9".into(),
-                    pay_by_ms: 1_800_000_000_000
-                })),
-                Ok(Attempt::Dry(0)),
-                Ok(Attempt::Done(Purchase::LimitReached)),
-            ]
-        );
-        let short = redis::Value::Array(vec![s("held"), s("spring.5.9"), s("1")]);
-        assert!(
-            outcomes(short, 2).is_err(),
-            "an answer missing is an error for all"
-        );
-        let old = redis::Value::Array(vec![s("layout"), s("1"), s("")]);
-        let e = outcomes(old, 1).expect("one answer").remove(0);
-        assert!(
-            matches!(&e, Err(StoreError::Protocol(m)) if m.contains("layout 1")),
-            "{e:?}"
-        );
     }
 }

@@ -8,7 +8,7 @@ use futures::future::{join, join_all};
 use std::collections::HashMap;
 
 use super::{int, items, text, Store, StoreError};
-use seckill_core::keys::PartitionKeys;
+use seckill_core::keys::{part, PartitionKeys};
 use seckill_core::scripts;
 
 /// One partition's counters, as read at one instant.
@@ -56,7 +56,7 @@ impl Store {
                 .query(
                     redis::cmd("HMGET")
                         .arg(PartitionKeys::new(campaign, p).part())
-                        .arg(&["stock", "transit", "inflow", "lease_ms"]),
+                        .arg(&[part::STOCK, part::TRANSIT, part::INFLOW, part::LEASE_MS]),
                 )
                 .await?,
         )?;

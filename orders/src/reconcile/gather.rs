@@ -87,8 +87,8 @@ pub fn partition_books(
         }
         out.push(PartitionBooks {
             partition: p,
-            held: number("held"),
-            sold: number("sold"),
+            held: number(keys::part::HELD),
+            sold: number(keys::part::SOLD),
             seq: seq.max(0) as u64,
             buyers: pairs(parts.get(1))
                 .into_iter()

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::{Event, Kind, OrderDb};
 use seckill_core::control::{self};
-use seckill_core::keys::{OrderId, PartitionKeys};
+use seckill_core::keys::{part, OrderId, PartitionKeys};
 use seckill_core::protocol;
 use seckill_core::scripts;
 
@@ -141,8 +141,8 @@ fn release_overdue(con: &mut Connection, k: &PartitionKeys) -> Result<(i64, bool
         }
         let (lease_ms, returning): (Option<i64>, Option<String>) = redis::cmd("HMGET")
             .arg(k.part())
-            .arg("lease_ms")
-            .arg("returning")
+            .arg(part::LEASE_MS)
+            .arg(part::RETURNING)
             .query(con)?;
         if returning.as_deref() != Some("1") {
             return Ok((released, false));

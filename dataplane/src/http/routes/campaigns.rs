@@ -27,10 +27,7 @@ fn info(v: &CampaignView) -> CampaignInfo<'_> {
         queue: c.spec.queue.map(|spec| {
             let q = v.queue.as_ref();
             QueueInfo {
-                admit_per_s: q
-                    .map(|q| q.admit_per_s)
-                    .filter(|r| *r > 0)
-                    .unwrap_or(spec.admit_per_s),
+                admit_per_s: seckill_core::protocol::admit_rate(q, &spec),
                 pass_ttl_s: spec.pass_ttl_s,
                 drawn: q.is_some_and(|q| q.drawn_ms.is_some()),
                 admitted: q.map_or(0, |q| q.admitted),

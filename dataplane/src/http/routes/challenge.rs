@@ -64,11 +64,6 @@ fn window_ms(shard: &Shard, c: &seckill_core::campaign::Campaign) -> i64 {
     }
 }
 
-fn unavailable(e: crate::store::StoreError) -> ApiError {
-    tracing::debug!(error = %e, "ticket store failed");
-    ApiError::Unavailable
-}
-
 pub async fn challenge(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let user = extract::user(shard, req.headers())?;
     open_for_tickets(shard, id)?;
@@ -82,8 +77,7 @@ pub async fn challenge(shard: &Shard, id: &str, req: Request<Incoming>) -> Resul
     shard
         .store()
         .open_challenge(id, &challenge_id, &c, t.challenge_ttl_s)
-        .await
-        .map_err(unavailable)?;
+        .await?;
     Ok(ok(&api::Challenge {
         challenge_id: challenge_id.into(),
         prefix: c.prefix.into(),
@@ -106,8 +100,7 @@ pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<R
     let c = shard
         .store()
         .challenge(id, &s.challenge_id)
-        .await
-        .map_err(unavailable)?
+        .await?
         .ok_or(ApiError::ChallengeInvalid)?;
     if *c.user != *user || !pow::solves(&c.prefix, &s.nonce, c.difficulty) {
         return Err(ApiError::ChallengeInvalid);
@@ -135,8 +128,7 @@ pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<R
                 .with_campaign(id, |v| window_ms(shard, &v.campaign))
                 .unwrap_or(t.window_s as i64 * 1000),
         })
-        .await
-        .map_err(unavailable)?;
+        .await?;
     let (ticket, expires) = match issued {
         Issue::Granted => (ticket, expires),
         Issue::Same { ticket, expires_ms } => (ticket, expires_ms),

@@ -27,8 +27,7 @@ pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Repl
             "license_key",
         ]))
         .await
-        .and_then(items)
-        .map_err(|_| ApiError::Unavailable)?;
+        .and_then(items)?;
     if text(fields.first()).as_deref() != Some(&*user) {
         return Err(ApiError::NotFound);
     }

@@ -15,10 +15,7 @@ use seckill_core::keys::OrderId;
 pub async fn post(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let user = extract::user(shard, req.headers())?;
     let order = OrderId::parse(id).ok_or(ApiError::NotFound)?;
-    let paid = shard.store().pay(&order, id, &user).await.map_err(|e| {
-        tracing::debug!(order = id, error = %e, "payment failed in redis");
-        ApiError::Unavailable
-    })?;
+    let paid = shard.store().pay(&order, id, &user).await?;
     match paid {
         Payment::Paid { paid_ms } => Ok(ok(&api::Paid {
             order_id: id.into(),

@@ -13,6 +13,7 @@ use crate::http::request::PurchaseBody;
 use crate::shard::Shard;
 use crate::store::{Purchase, PurchaseRequest};
 use seckill_core::campaign::State;
+use seckill_core::purchase::Refusal;
 use seckill_core::{api, queue};
 use std::rc::Rc;
 use std::time::Duration;
@@ -47,11 +48,7 @@ async fn first_answer_or(
         // Redis calls' futures are boxed where they are made: inline, they would set the
         // size of every purchase's future.
         .boxed_local()
-        .await
-        .map_err(|e| {
-            tracing::debug!(campaign = id, error = %e, "idempotency lookup failed in redis");
-            ApiError::Unavailable
-        })?;
+        .await?;
     match first {
         Some((order_id, pay_by_ms)) => Ok(held(&order_id, pay_by_ms)),
         None => Err(refusal),
@@ -245,7 +242,13 @@ pub fn post<'a>(shard: &'a Shard, id: &'a str, req: Request<Incoming>) -> Step<'
     }
 }
 
-/// The shard's verdict on a purchase of campaign `v`, taken before any Redis call.
+/// The shard's verdict on a purchase of campaign `v`, taken before any Redis call. The
+/// purchase script checks the same and is the judge; the shard decides only what spares
+/// Redis a call (and the shopper the wait for it): a campaign not on sale (unknown,
+/// armed, paused, ended), well before its opening or after its end (outside
+/// [`EDGE_MS`]), or proven sold out. Beside these, [`buy`] refuses a quantity over the
+/// per-user limit and a ticket whose signature does not hold; everything else (the
+/// limit with what the user has, a ticket's use, a pass's expiry) is the script's.
 fn verdict(v: &crate::shard::CampaignView) -> Verdict {
     let c = &v.campaign;
     let now = seckill_core::clock::coarse_now_ms();
@@ -337,34 +340,29 @@ async fn buy(
             || shard.refuses_as_sold_out(id),
         )
         .boxed_local()
-        .await
-        .map_err(|e| {
-            tracing::debug!(campaign = id, error = %e, "purchase failed in redis");
-            ApiError::Unavailable
-        })?;
-    match outcome {
+        .await?;
+    let refusal = match outcome {
         Purchase::Held {
             order_id,
             pay_by_ms,
-        } => Ok(held(&order_id, pay_by_ms)),
-        // These two are proven between the script's rounds, not by the script: a twin of
-        // this request (the same key, on another connection) may have been answered
-        // meanwhile.
-        Purchase::SoldOut => {
-            shard.mark_sold_out(id, restocks);
-            let refusal = ApiError::SoldOut;
-            refused(shard, id, partitions, &user, idem.as_deref(), refusal).await
-        }
-        Purchase::NotEnough { remaining } => {
-            let refusal = ApiError::NotEnough { remaining };
-            refused(shard, id, partitions, &user, idem.as_deref(), refusal).await
-        }
-        Purchase::LimitReached => Err(ApiError::LimitReached),
-        Purchase::NotStarted { starts_at_ms } => Err(ApiError::NotStarted { starts_at_ms }),
-        Purchase::Ended => Err(ApiError::Ended),
-        Purchase::Paused => Err(ApiError::Paused),
-        Purchase::UnknownCampaign => Err(ApiError::UnknownCampaign),
-        Purchase::Contended => Err(ApiError::Busy { retry_after_s: 1 }),
-        Purchase::TicketUsed => Err(ApiError::TicketInvalid),
+        } => return Ok(held(&order_id, pay_by_ms)),
+        Purchase::Refused(r) => r,
+    };
+    // Sold out and not enough are proven between the script's rounds, not by the script:
+    // a twin of this request (the same key, on another connection) may have been answered
+    // meanwhile, so its first answer is asked for.
+    match refusal {
+        Refusal::SoldOut => shard.mark_sold_out(id, restocks),
+        Refusal::NotEnough { .. } => {}
+        other => return Err(other.into()),
     }
+    refused(
+        shard,
+        id,
+        partitions,
+        &user,
+        idem.as_deref(),
+        refusal.into(),
+    )
+    .await
 }

@@ -47,10 +47,7 @@ fn room(shard: &Shard, id: &str) -> Result<Room, ApiError> {
                 drawn: q.is_some_and(|q| q.drawn_ms.is_some()),
                 admitted: q.map_or(0, |q| q.admitted),
                 sold_out: q.is_some_and(|q| q.sold_out),
-                admit_per_s: q
-                    .map(|q| q.admit_per_s)
-                    .filter(|r| *r > 0)
-                    .unwrap_or(spec.admit_per_s),
+                admit_per_s: seckill_core::protocol::admit_rate(q, &spec),
             })
         })
         .ok_or(ApiError::UnknownCampaign)?
@@ -120,11 +117,6 @@ fn answer(shard: &Shard, id: &str, user: &str, look: Look, rate: u32) -> Result<
     }))
 }
 
-fn unavailable(e: crate::store::StoreError) -> ApiError {
-    tracing::debug!(error = %e, "waiting room store failed");
-    ApiError::Unavailable
-}
-
 fn random_hex(bytes: usize) -> String {
     (0..bytes)
         .map(|_| format!("{:02x}", rand::random::<u8>()))
@@ -151,11 +143,7 @@ pub async fn join(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
             .filter(|t| t.campaign == id && *t.user == *user && !queue::is_pass(&t.id))
             .ok_or(ApiError::TicketInvalid)?;
     }
-    let look = shard
-        .store()
-        .queue(id, &user, true, &random_hex(16))
-        .await
-        .map_err(unavailable)?;
+    let look = shard.store().queue(id, &user, true, &random_hex(16)).await?;
     answer(shard, id, &user, look, room.admit_per_s)
 }
 
@@ -205,10 +193,6 @@ pub async fn look(shard: &Shard, id: &str, req: &Request<Incoming>) -> Result<Re
         }
         _ => {}
     }
-    let look = shard
-        .store()
-        .queue(id, &user, false, "")
-        .await
-        .map_err(unavailable)?;
+    let look = shard.store().queue(id, &user, false, "").await?;
     answer(shard, id, &user, look, room.admit_per_s)
 }

@@ -253,145 +253,188 @@ pub(crate) async fn connect(
     Ok((stream, decoder))
 }
 
+/// What a link's writer, reader and watchdog share: what Redis owes, oldest first; the
+/// count of requests queued or in flight; and the replicas a script's write waits for.
+struct Owing {
+    waiting: RefCell<VecDeque<Owed>>,
+    load: Rc<Cell<usize>>,
+    replicas: u32,
+}
+
+impl Owing {
+    /// One request queued or in flight is done with: answered, or gone unwritten.
+    fn settle_one(&self) {
+        let load = self.load.get();
+        debug_assert!(load > 0, "a link's load never goes below zero");
+        self.load.set(load.saturating_sub(1));
+    }
+}
+
 /// Serves one established connection until it fails, Redis stops answering, or the
 /// handle is closed.
 pub(super) async fn run_link(inner: &Rc<Node>, stream: TcpStream, mut decoder: Decoder) {
-    let (read_half, mut write_half) = stream.split();
-    let (out, mut rx) = mpsc::unbounded::<Request>();
-    let load: Rc<Cell<usize>> = Rc::default();
+    let (read_half, write_half) = stream.split();
+    let (out, rx) = mpsc::unbounded::<Request>();
+    let owing = Owing {
+        waiting: RefCell::default(),
+        load: Rc::default(),
+        // With `wait_replicas`, a batch with scripts in it is followed by `WAIT`, and the
+        // scripts' replies are held until that answers: a purchase, payment or release
+        // is acknowledged only once replicas have it.
+        replicas: inner.cfg.wait_replicas,
+    };
     *inner.link.borrow_mut() = Some(Link {
         out,
-        load: load.clone(),
+        load: owing.load.clone(),
     });
-    let timeout = Duration::from_millis(inner.cfg.command_timeout_ms);
-    // What Redis owes, oldest first.
-    let waiting: RefCell<VecDeque<Owed>> = RefCell::default();
-    // With `wait_replicas`, a batch with scripts in it is followed by `WAIT`, and the
-    // scripts' replies are held until that answers: a purchase, payment or release is
-    // acknowledged only once replicas have it.
-    let replicas = inner.cfg.wait_replicas;
     let wait = redis::cmd("WAIT")
-        .arg(replicas)
+        .arg(owing.replicas)
         .arg(inner.cfg.wait_timeout_ms)
         .get_packed_command();
-
-    let writer = async {
-        let mut batch = Vec::with_capacity(16 * 1024);
-        while let Some(first) = rx.next().await {
-            let mut next = Some(first);
-            let mut durable = false;
-            // Everything queued while the last batch was in flight goes out together.
-            while let Some(req) = next.take().or_else(|| rx.try_recv().ok()) {
-                if req.reply.is_canceled() {
-                    load.set(load.get().saturating_sub(1));
-                    continue;
-                }
-                batch.extend_from_slice(&req.bytes);
-                durable |= req.durable;
-                waiting
-                    .borrow_mut()
-                    .push_back(Owed::Reply(Instant::now(), req.reply, req.durable));
-            }
-            if batch.is_empty() {
-                continue;
-            }
-            if replicas > 0 && durable {
-                batch.extend_from_slice(&wait);
-                waiting.borrow_mut().push_back(Owed::Wait(Instant::now()));
-            }
-            if let Err(e) = write_half.write_all(&batch).await {
-                tracing::debug!(error = %e, "redis write failed");
-                return;
-            }
-            batch.clear();
-        }
-    };
-    let reader = async {
-        let mut read_half = read_half.compat();
-        let mut held: Vec<(oneshot::Sender<Reply>, Value)> = Vec::new();
-        loop {
-            let value = match redis::parse_redis_value_async(&mut decoder, &mut read_half).await {
-                Ok(v) => v,
-                Err(e) => {
-                    tracing::debug!(error = %e, "redis read failed");
-                    return;
-                }
-            };
-            let owed = waiting.borrow_mut().pop_front();
-            match owed {
-                None => {
-                    tracing::error!("redis sent a reply nobody asked for; dropping the connection");
-                    return;
-                }
-                Some(Owed::Reply(_, tx, durable)) => {
-                    load.set(load.get().saturating_sub(1));
-                    if replicas > 0 && durable {
-                        held.push((tx, value));
-                    } else {
-                        // The asker may have timed out and gone; the reply is dropped.
-                        let _ = tx.send(Ok(value));
-                    }
-                }
-                Some(Owed::Wait(_)) => {
-                    let confirmed = matches!(value, Value::Int(n) if n >= i64::from(replicas));
-                    if !confirmed {
-                        tracing::debug!(?value, "replicas did not confirm a batch in time");
-                    }
-                    for (tx, v) in held.drain(..) {
-                        let _ = tx.send(if confirmed {
-                            Ok(v)
-                        } else {
-                            Err(StoreError::NotReplicated)
-                        });
-                    }
-                }
-            }
-        }
-    };
-    let watchdog = async {
-        let slow = inner.breaker.borrow().slow_call();
-        // The only clock on a call: a late reply fails within a tenth of the timeout
-        // past it.
-        let tick = (timeout / 10).min(slow / 2).max(Duration::from_millis(5));
-        loop {
-            Timer::new(tick).await;
-            let Some(age) = waiting.borrow().front().map(|o| o.since().elapsed()) else {
-                continue;
-            };
-            if age > timeout {
-                // Replies come in order: with the oldest overdue, every later one is
-                // stuck behind it. Each waiting call fails as timed out, and the link
-                // goes, so nothing more is written to a Redis that stopped answering;
-                // the supervisor reconnects.
-                tracing::warn!(host = %inner.target.host, port = inner.target.port, "redis stopped answering; dropping the connection");
-                for owed in waiting.borrow_mut().drain(..) {
-                    if let Owed::Reply(_, tx, _) = owed {
-                        let _ = tx.send(Err(StoreError::Timeout));
-                    }
-                }
-                return;
-            }
-            if age <= slow {
-                continue;
-            }
-            let owed = waiting
-                .borrow()
-                .iter()
-                .filter(|o| matches!(o, Owed::Reply(..)))
-                .count();
-            // Calls still waiting keep their chance until the command timeout; the ones
-            // that come meanwhile are refused at once.
-            if inner
-                .breaker
-                .borrow_mut()
-                .stalled(owed, age, Instant::now())
-            {
-                tracing::warn!(host = %inner.target.host, port = inner.target.port, waiting = owed, late_ms = age.as_millis() as u64, "redis is not answering; circuit breaker open");
-            }
-        }
-    };
+    let writer = write_batches(&owing, rx, write_half, &wait);
+    let reader = read_replies(&owing, read_half, &mut decoder);
+    let watchdog = watch(inner, &owing);
     select(pin!(writer), select(pin!(reader), pin!(watchdog))).await;
     // Dropping the link fails every queued and waiting request at once.
     inner.link.borrow_mut().take();
-    waiting.borrow_mut().clear();
+    owing.waiting.borrow_mut().clear();
+}
+
+/// Writes the queued requests, everything queued while the last batch was in flight
+/// together, until the link is closed or a write fails.
+async fn write_batches(
+    owing: &Owing,
+    mut rx: mpsc::UnboundedReceiver<Request>,
+    mut write_half: futures::io::WriteHalf<TcpStream>,
+    wait: &[u8],
+) {
+    let mut batch = Vec::with_capacity(16 * 1024);
+    while let Some(first) = rx.next().await {
+        let mut next = Some(first);
+        let mut durable = false;
+        while let Some(req) = next.take().or_else(|| rx.try_recv().ok()) {
+            if req.reply.is_canceled() {
+                owing.settle_one();
+                continue;
+            }
+            batch.extend_from_slice(&req.bytes);
+            durable |= req.durable;
+            owing.waiting.borrow_mut().push_back(Owed::Reply(
+                Instant::now(),
+                req.reply,
+                req.durable,
+            ));
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        if owing.replicas > 0 && durable {
+            batch.extend_from_slice(wait);
+            owing
+                .waiting
+                .borrow_mut()
+                .push_back(Owed::Wait(Instant::now()));
+        }
+        if let Err(e) = write_half.write_all(&batch).await {
+            tracing::debug!(error = %e, "redis write failed");
+            return;
+        }
+        batch.clear();
+    }
+}
+
+/// Answers what Redis owes, in order, until a read fails or Redis says what nobody
+/// asked for.
+async fn read_replies(
+    owing: &Owing,
+    read_half: futures::io::ReadHalf<TcpStream>,
+    decoder: &mut Decoder,
+) {
+    let mut read_half = read_half.compat();
+    let replicas = owing.replicas;
+    let mut held: Vec<(oneshot::Sender<Reply>, Value)> = Vec::new();
+    loop {
+        let value = match redis::parse_redis_value_async(decoder, &mut read_half).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::debug!(error = %e, "redis read failed");
+                return;
+            }
+        };
+        let owed = owing.waiting.borrow_mut().pop_front();
+        match owed {
+            None => {
+                tracing::error!("redis sent a reply nobody asked for; dropping the connection");
+                return;
+            }
+            Some(Owed::Reply(_, tx, durable)) => {
+                owing.settle_one();
+                if replicas > 0 && durable {
+                    held.push((tx, value));
+                } else {
+                    // The asker may have timed out and gone; the reply is dropped.
+                    let _ = tx.send(Ok(value));
+                }
+            }
+            Some(Owed::Wait(_)) => {
+                let confirmed = matches!(value, Value::Int(n) if n >= i64::from(replicas));
+                if !confirmed {
+                    tracing::debug!(?value, "replicas did not confirm a batch in time");
+                }
+                for (tx, v) in held.drain(..) {
+                    let _ = tx.send(if confirmed {
+                        Ok(v)
+                    } else {
+                        Err(StoreError::NotReplicated)
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Watches the oldest unanswered command: past the command timeout every waiting call
+/// fails and the link goes; slow, the circuit breaker hears of it.
+async fn watch(inner: &Node, owing: &Owing) {
+    let timeout = Duration::from_millis(inner.cfg.command_timeout_ms);
+    let slow = inner.breaker.borrow().slow_call();
+    // The only clock on a call: a late reply fails within a tenth of the timeout past it.
+    let tick = (timeout / 10).min(slow / 2).max(Duration::from_millis(5));
+    let waiting = &owing.waiting;
+    loop {
+        Timer::new(tick).await;
+        let Some(age) = waiting.borrow().front().map(|o| o.since().elapsed()) else {
+            continue;
+        };
+        if age > timeout {
+            // Replies come in order: with the oldest overdue, every later one is stuck
+            // behind it. Each waiting call fails as timed out, and the link goes, so
+            // nothing more is written to a Redis that stopped answering; the supervisor
+            // reconnects.
+            tracing::warn!(host = %inner.target.host, port = inner.target.port, "redis stopped answering; dropping the connection");
+            for owed in waiting.borrow_mut().drain(..) {
+                if let Owed::Reply(_, tx, _) = owed {
+                    let _ = tx.send(Err(StoreError::Timeout));
+                }
+            }
+            return;
+        }
+        if age <= slow {
+            continue;
+        }
+        let owed = waiting
+            .borrow()
+            .iter()
+            .filter(|o| matches!(o, Owed::Reply(..)))
+            .count();
+        // Calls still waiting keep their chance until the command timeout; the ones that
+        // come meanwhile are refused at once.
+        if inner
+            .breaker
+            .borrow_mut()
+            .stalled(owed, age, Instant::now())
+        {
+            tracing::warn!(host = %inner.target.host, port = inner.target.port, waiting = owed, late_ms = age.as_millis() as u64, "redis is not answering; circuit breaker open");
+        }
+    }
 }

@@ -57,6 +57,12 @@ pub enum StoreError {
     NotReplicated,
 }
 
+impl From<seckill_core::purchase::Unreadable> for StoreError {
+    fn from(e: seckill_core::purchase::Unreadable) -> Self {
+        StoreError::Protocol(e.0)
+    }
+}
+
 pub type Reply = Result<Value, StoreError>;
 
 const SLOTS: usize = 16_384;

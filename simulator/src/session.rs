@@ -102,64 +102,7 @@ pub(crate) async fn buy(
         Ok((200, o)) => o.clone(),
         _ => None,
     };
-    {
-        let mut t = tally.borrow_mut();
-        t.timed("purchase", planned, r.is_ok());
-        let took = (planned.elapsed().as_micros() as u64).max(1);
-        t.last_answer = t.last_answer.max(ctx.start.elapsed());
-        let from_start = planned.saturating_duration_since(ctx.start);
-        let second = from_start.as_secs() as usize;
-        while t.per_second.len() <= second {
-            // Two significant digits are plenty for a per-second line on a plot.
-            let h = Histogram::new_with_bounds(1, 600_000_000, 2)
-                .unwrap_or_else(|_| unreachable!("valid bounds"));
-            t.per_second.push(h);
-        }
-        t.per_second[second].record(took).ok();
-        if let Ok(mut w) = ctx.progress.window.lock() {
-            w.record(took).ok();
-        }
-        let counter = match &r {
-            Ok((200, _)) => &ctx.progress.held,
-            Ok(_) => &ctx.progress.refused,
-            Err(_) => &ctx.progress.errors,
-        };
-        counter.fetch_add(1, Relaxed);
-        ctx.progress.answered.fetch_add(1, Relaxed);
-        let said = outcome(&r);
-        t.purchase_by_outcome
-            .entry(said.clone())
-            .or_insert_with(histogram)
-            .record(took)
-            .ok();
-        if t.per_second_outcomes.len() <= second {
-            t.per_second_outcomes
-                .resize_with(second + 1, Default::default);
-        }
-        *t.per_second_outcomes[second]
-            .entry(said.clone())
-            .or_default() += 1;
-        if ctx.trace {
-            t.trace.push(Traced {
-                planned: from_start,
-                took_us: took,
-                outcome: said.clone(),
-            });
-        }
-        *t.outcomes.entry((a.persona, said)).or_default() += 1;
-        if let Some(o) = &order {
-            t.held.push((a.persona, a.user, o.clone()));
-            if let Some(opens_ms) = ctx.opens_ms {
-                let now = seckill_core::now_ms();
-                if now < opens_ms {
-                    t.sold_before_opening += 1;
-                }
-                let target = client.target_index(a.ip);
-                let first = t.first_sale_ms.entry(target).or_insert(now);
-                *first = (*first).min(now);
-            }
-        }
-    }
+    count_purchase(&mut tally.borrow_mut(), client, ctx, a, planned, &r, &order);
     let (r, order) = resend_unanswered(client, ctx, a, &req, read, (r, order), tally).await;
     if !a.retries {
         return (r, order);
@@ -189,6 +132,75 @@ pub(crate) async fn buy(
         _ => order,
     };
     (r, order)
+}
+
+/// Counts a purchase's first answer in every book the tally keeps of it: its route, its
+/// outcome (by persona, by second, and its latency from `planned`), the progress line,
+/// the trace, and the order it holds.
+fn count_purchase(
+    t: &mut Tally,
+    client: &Client,
+    ctx: &Context,
+    a: &Arrival,
+    planned: Instant,
+    r: &Bought,
+    order: &Option<String>,
+) {
+    t.timed("purchase", planned, r.is_ok());
+    let took = (planned.elapsed().as_micros() as u64).max(1);
+    t.last_answer = t.last_answer.max(ctx.start.elapsed());
+    let from_start = planned.saturating_duration_since(ctx.start);
+    let second = from_start.as_secs() as usize;
+    while t.per_second.len() <= second {
+        // Two significant digits are plenty for a per-second line on a plot.
+        let h = Histogram::new_with_bounds(1, 600_000_000, 2)
+            .unwrap_or_else(|_| unreachable!("valid bounds"));
+        t.per_second.push(h);
+    }
+    t.per_second[second].record(took).ok();
+    if let Ok(mut w) = ctx.progress.window.lock() {
+        w.record(took).ok();
+    }
+    let counter = match r {
+        Ok((200, _)) => &ctx.progress.held,
+        Ok(_) => &ctx.progress.refused,
+        Err(_) => &ctx.progress.errors,
+    };
+    counter.fetch_add(1, Relaxed);
+    ctx.progress.answered.fetch_add(1, Relaxed);
+    let said = outcome(r);
+    t.purchase_by_outcome
+        .entry(said.clone())
+        .or_insert_with(histogram)
+        .record(took)
+        .ok();
+    if t.per_second_outcomes.len() <= second {
+        t.per_second_outcomes
+            .resize_with(second + 1, Default::default);
+    }
+    *t.per_second_outcomes[second]
+        .entry(said.clone())
+        .or_default() += 1;
+    if ctx.trace {
+        t.trace.push(Traced {
+            planned: from_start,
+            took_us: took,
+            outcome: said.clone(),
+        });
+    }
+    *t.outcomes.entry((a.persona, said)).or_default() += 1;
+    if let Some(o) = order {
+        t.held.push((a.persona, a.user, o.clone()));
+        if let Some(opens_ms) = ctx.opens_ms {
+            let now = seckill_core::now_ms();
+            if now < opens_ms {
+                t.sold_before_opening += 1;
+            }
+            let target = client.target_index(a.ip);
+            let first = t.first_sale_ms.entry(target).or_insert(now);
+            *first = (*first).min(now);
+        }
+    }
 }
 
 /// A purchase that got no answer, or a 503, sent again with the same Idempotency-Key

@@ -143,7 +143,10 @@ pub async fn join(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
             .filter(|t| t.campaign == id && *t.user == *user && !queue::is_pass(&t.id))
             .ok_or(ApiError::TicketInvalid)?;
     }
-    let look = shard.store().queue(id, &user, true, &random_hex(16)).await?;
+    let look = shard
+        .store()
+        .queue(id, &user, true, &random_hex(16))
+        .await?;
     answer(shard, id, &user, look, room.admit_per_s)
 }
 

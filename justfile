@@ -154,12 +154,22 @@ demo: redis secret content
     sleep 1
     $bin/seckill-dataplane reconcile "$id" $ops --db data/orders/main.sqlite
     echo "(data plane log: data/dataplane.log; the launch's report: data/launch-report.json, plot: data/launch.svg)"
-    echo "(the console: just console)"
-    echo "(the shopper's page of a sale: http://127.0.0.1:8080/c/$id-x; metrics: http://127.0.0.1:9090/metrics)"
+    echo "(the demo's node stops with it: just demo-node starts it again, the same configuration, until Ctrl-C)"
+    echo "(then the console: just console; the shopper's page of a sale: http://127.0.0.1:8080/c/$id-x; metrics: http://127.0.0.1:9090/metrics)"
 
-# The ops console against the managed Redis (keys: ? in the console).
+# The demo's node stops when the demo ends; this one keeps the shopper's page it points at
+# signing in. The binary `just demo` built, no rebuild.
+# The demo's node (config/demo.toml) again, in the foreground until Ctrl-C.
+demo-node: redis secret content
+    cargo build --release -q
+    "${CARGO_TARGET_DIR:-target}/release/seckill-dataplane" serve --config config/demo.toml
+
+# `cargo run -p` would build the console again with its own features alone: this runs the
+# binary of the workspace's build, the one `just demo` runs.
+# The ops console against the managed Redis (keys: ? in the console), as `just demo` built it.
 console *ARGS: redis
-    cargo run --release -q -p seckill-console -- {{ops}} --db data/orders/main.sqlite {{ARGS}}
+    cargo build --release -q
+    "${CARGO_TARGET_DIR:-target}/release/seckill-console" {{ops}} --db data/orders/main.sqlite {{ARGS}}
 
 # Format check, lints, the dependency check, every test (they start their own redis-server), the alert rules with promtool, then the short fault drills.
 test: setup
@@ -241,10 +251,11 @@ soak MINUTES="10" RATE="3000":
 bench-orders ORDERS="20000":
     bench/orders.sh {{ORDERS}}
 
+# Debug assertions on, so the code's invariant assertions fire on what the fuzzer finds.
 # Fuzz request parsing and validation for SECONDS (cargo-fuzz; stable Rust via RUSTC_BOOTSTRAP).
 fuzz SECONDS="600":
     #!/usr/bin/env bash
     set -euo pipefail
     command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
     cd fuzz
-    RUSTC_BOOTSTRAP=1 cargo fuzz run request -- -max_total_time={{SECONDS}} -print_final_stats=1
+    RUSTC_BOOTSTRAP=1 cargo fuzz run --debug-assertions request -- -max_total_time={{SECONDS}} -print_final_stats=1

@@ -12,7 +12,7 @@ ops := "--redis " + redis_url + " --redis-password-file data/redis/users/ops.pas
 default:
     @just --list
 
-# Install what a fresh machine lacks (redis-server, promtool …); Rust itself must be there.
+# Install what a fresh machine lacks (redis-server, promtool, valgrind, wrk …); Rust itself must be there.
 setup:
     #!/usr/bin/env bash
     set -euo pipefail
@@ -27,6 +27,10 @@ setup:
     command -v promtool >/dev/null || missing="$missing prometheus"
     # iptables for the network drills (partitions and packet loss inside namespaces).
     command -v iptables >/dev/null || missing="$missing iptables"
+    # valgrind and wrk for the instruction counts of the performance guard (and the benches).
+    command -v valgrind >/dev/null || missing="$missing valgrind"
+    command -v wrk >/dev/null || missing="$missing wrk"
+    command -v redis-benchmark >/dev/null || missing="$missing redis-tools"
     if [ -n "$missing" ]; then
         echo "installing$missing"
         SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
@@ -171,7 +175,7 @@ console *ARGS: redis
     cargo build --release -q
     "${CARGO_TARGET_DIR:-target}/release/seckill-console" {{ops}} --db data/orders/main.sqlite {{ARGS}}
 
-# Format check, lints, the dependency check, every test (they start their own redis-server), the alert rules with promtool, then the short fault drills.
+# Format check, lints, the dependency check, every test (they start their own redis-server), the alert rules with promtool, the short fault drills, then the instruction counts against bench/instructions.baseline.
 test: setup
     cargo fmt --all -- --check
     cargo clippy --all-targets -- -D warnings
@@ -186,6 +190,13 @@ test: setup
     promtool test rules config/alerts.test.yml
     promtool check config config/prometheus.yml
     bench/drill.sh 800 short
+    # Instructions a request and a purchase, counted (callgrind) on the release build the
+    # drills made: fails above +10% of bench/instructions.baseline (docs/performance.md).
+    bench/instructions-guard.sh
+
+# Rewrite this machine's block of bench/instructions.baseline, WHY kept beside it: only in a commit that says why the counts moved.
+instructions-baseline WHY:
+    bench/instructions-guard.sh --update "{{WHY}}"
 
 # Format the code.
 fmt:

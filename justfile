@@ -12,7 +12,7 @@ ops := "--redis " + redis_url + " --redis-password-file data/redis/users/ops.pas
 default:
     @just --list
 
-# Install what a fresh machine lacks (redis-server, promtool …); Rust itself must be there.
+# Install what a fresh machine lacks (redis-server, promtool, valgrind, wrk …); Rust itself must be there.
 setup:
     #!/usr/bin/env bash
     set -euo pipefail
@@ -27,6 +27,10 @@ setup:
     command -v promtool >/dev/null || missing="$missing prometheus"
     # iptables for the network drills (partitions and packet loss inside namespaces).
     command -v iptables >/dev/null || missing="$missing iptables"
+    # valgrind and wrk for the instruction counts of the performance guard (and the benches).
+    command -v valgrind >/dev/null || missing="$missing valgrind"
+    command -v wrk >/dev/null || missing="$missing wrk"
+    command -v redis-benchmark >/dev/null || missing="$missing redis-tools"
     if [ -n "$missing" ]; then
         echo "installing$missing"
         SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
@@ -154,14 +158,24 @@ demo: redis secret content
     sleep 1
     $bin/seckill-dataplane reconcile "$id" $ops --db data/orders/main.sqlite
     echo "(data plane log: data/dataplane.log; the launch's report: data/launch-report.json, plot: data/launch.svg)"
-    echo "(the console: just console)"
-    echo "(the shopper's page of a sale: http://127.0.0.1:8080/c/$id-x; metrics: http://127.0.0.1:9090/metrics)"
+    echo "(the demo's node stops with it: just demo-node starts it again, the same configuration, until Ctrl-C)"
+    echo "(then the console: just console; the shopper's page of a sale: http://127.0.0.1:8080/c/$id-x; metrics: http://127.0.0.1:9090/metrics)"
 
-# The ops console against the managed Redis (keys: ? in the console).
+# The demo's node stops when the demo ends; this one keeps the shopper's page it points at
+# signing in. The binary `just demo` built, no rebuild.
+# The demo's node (config/demo.toml) again, in the foreground until Ctrl-C.
+demo-node: redis secret content
+    cargo build --release -q
+    "${CARGO_TARGET_DIR:-target}/release/seckill-dataplane" serve --config config/demo.toml
+
+# `cargo run -p` would build the console again with its own features alone: this runs the
+# binary of the workspace's build, the one `just demo` runs.
+# The ops console against the managed Redis (keys: ? in the console), as `just demo` built it.
 console *ARGS: redis
-    cargo run --release -q -p seckill-console -- {{ops}} --db data/orders/main.sqlite {{ARGS}}
+    cargo build --release -q
+    "${CARGO_TARGET_DIR:-target}/release/seckill-console" {{ops}} --db data/orders/main.sqlite {{ARGS}}
 
-# Format check, lints, the dependency check, every test (they start their own redis-server), the alert rules with promtool, then the short fault drills.
+# Format check, lints, the dependency check, every test (they start their own redis-server), the alert rules with promtool, the short fault drills, then the instruction counts against bench/instructions.baseline.
 test: setup
     cargo fmt --all -- --check
     cargo clippy --all-targets -- -D warnings
@@ -176,6 +190,13 @@ test: setup
     promtool test rules config/alerts.test.yml
     promtool check config config/prometheus.yml
     bench/drill.sh 800 short
+    # Instructions a request and a purchase, counted (callgrind) on the release build the
+    # drills made: fails above +10% of bench/instructions.baseline (docs/performance.md).
+    bench/instructions-guard.sh
+
+# Rewrite this machine's block of bench/instructions.baseline, WHY kept beside it: only in a commit that says why the counts moved.
+instructions-baseline WHY:
+    bench/instructions-guard.sh --update "{{WHY}}"
 
 # Format the code.
 fmt:
@@ -241,10 +262,11 @@ soak MINUTES="10" RATE="3000":
 bench-orders ORDERS="20000":
     bench/orders.sh {{ORDERS}}
 
+# Debug assertions on, so the code's invariant assertions fire on what the fuzzer finds.
 # Fuzz request parsing and validation for SECONDS (cargo-fuzz; stable Rust via RUSTC_BOOTSTRAP).
 fuzz SECONDS="600":
     #!/usr/bin/env bash
     set -euo pipefail
     command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
     cd fuzz
-    RUSTC_BOOTSTRAP=1 cargo fuzz run request -- -max_total_time={{SECONDS}} -print_final_stats=1
+    RUSTC_BOOTSTRAP=1 cargo fuzz run --debug-assertions request -- -max_total_time={{SECONDS}} -print_final_stats=1

@@ -162,42 +162,8 @@ rb() {
 # Through the node: tokens signed here with the nodes' secret (the format of core's
 # auth::sign), a new set of shoppers each round, more than a run can use.
 per_round=$((secs * 40000))
-python3 - "$work" "$rounds" "$per_round" <<'PY'
-import base64, hashlib, hmac, struct, sys, time
-work, rounds, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-key = open(f"{work}/secret", "rb").read().strip()
-exp = str(int(time.time() * 1000) + 86_400_000).encode()
-b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-def mac(*parts):
-    m = hmac.new(key, digestmod=hashlib.sha256)
-    for p in parts:
-        m.update(struct.pack(">Q", len(p)) + p)
-    return m.digest()
-for r in range(1, rounds + 1):
-    with open(f"{work}/tokens.{r}", "w") as out:
-        for i in range(n):
-            user = f"w{r}{i:011d}".encode()
-            out.write(f"{b64(user)}.{exp.decode()}.{b64(mac(b'user', user, exp))}\n")
-PY
-# wrk: POSTs $QTY units on $BUY_PATH, each request a shopper of $TOKENS in turn (the
-# requests are built once, at the start).
-cat > "$work/buy.lua" <<'LUA'
-local requests, i = {}, 0
-function init(args)
-  local body = '{"quantity": ' .. os.getenv("QTY") .. '}'
-  for token in io.lines(os.getenv("TOKENS")) do
-    requests[#requests + 1] = wrk.format("POST", os.getenv("BUY_PATH"), {
-      ["Content-Type"] = "application/json",
-      ["Authorization"] = "Bearer " .. token,
-      ["Idempotency-Key"] = "k",
-    }, body)
-  end
-end
-function request()
-  i = i % #requests + 1
-  return requests[i]
-end
-LUA
+for r in $(seq "$rounds"); do shopper_tokens "$work/tokens.$r" "$per_round" "w$r"; done
+new_shoppers_script "$work/buy.lua"
 first=$(head -1 "$work/tokens.1")
 code=$(curl -s -o "$work/first.json" -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/api/campaigns/q1/purchase" \
     -H "Authorization: Bearer $first" -H 'Idempotency-Key: k' -d '{"quantity": 1}')

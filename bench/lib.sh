@@ -2,8 +2,8 @@
 # free ports, a throwaway redis-server with the managed Redis's users, nginx `return 200`,
 # and the sold-out campaign every request of which ends on the shard.
 
-# The release binaries, wherever cargo puts them.
-bin="${CARGO_TARGET_DIR:-target}/release"
+# The release binaries, wherever cargo puts them (unless the script chose other ones).
+bin=${bin:-"${CARGO_TARGET_DIR:-target}/release"}
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -136,6 +136,50 @@ buy_the_unit() {
   SECKILL_TOKEN=$(token "$1" crowd)
   export SECKILL_TOKEN
   sleep 0.6
+}
+
+# shopper_tokens FILE N PREFIX: N tokens of shoppers not seen before (PREFIX and a
+# number), signed here with the nodes' secret in the format of core's auth::sign.
+shopper_tokens() {
+  python3 - "$work/secret" "$@" <<'PY'
+import base64, hashlib, hmac, struct, sys, time
+secret, out, n, prefix = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+key = open(secret, "rb").read().strip()
+exp = str(int(time.time() * 1000) + 86_400_000).encode()
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+def mac(*parts):
+    m = hmac.new(key, digestmod=hashlib.sha256)
+    for p in parts:
+        m.update(struct.pack(">Q", len(p)) + p)
+    return m.digest()
+with open(out, "w") as f:
+    for i in range(n):
+        user = f"{prefix}{i:011d}".encode()
+        f.write(f"{b64(user)}.{exp.decode()}.{b64(mac(b'user', user, exp))}\n")
+PY
+}
+
+# new_shoppers_script FILE: a wrk script that POSTs a purchase of $QTY units on
+# $BUY_PATH, each request a shopper of the file $TOKENS in turn, with an
+# Idempotency-Key (the requests built once, at the start).
+new_shoppers_script() {
+  cat > "$1" <<'LUA'
+local requests, i = {}, 0
+function init(args)
+  local body = '{"quantity": ' .. os.getenv("QTY") .. '}'
+  for token in io.lines(os.getenv("TOKENS")) do
+    requests[#requests + 1] = wrk.format("POST", os.getenv("BUY_PATH"), {
+      ["Content-Type"] = "application/json",
+      ["Authorization"] = "Bearer " .. token,
+      ["Idempotency-Key"] = "k",
+    }, body)
+  end
+end
+function request()
+  i = i % #requests + 1
+  return requests[i]
+end
+LUA
 }
 
 # cpu_ticks PID: the CPU time (user and system), in clock ticks, of a process, its threads

@@ -15,89 +15,27 @@
 set -euo pipefail
 [ -z "${BASELINE:-}" ] || BASELINE=$(realpath "$BASELINE")
 cd "$(dirname "$0")/.."
-secs=${1:-4}
+count_secs=${1:-4}
 for tool in valgrind callgrind_control callgrind_annotate wrk; do
   command -v "$tool" >/dev/null || { echo "$tool is missing: apt-get install valgrind wrk" >&2; exit 1; }
 done
 cargo build --release -q -p seckill-dataplane
 . bench/lib.sh
+. bench/callgrind.sh
 start_redis
 
-# node NAME BINARY: the node under callgrind, counting nothing until told; sets vg and url.
-node() {
-  local p
-  p=$(port)
-  mkdir -p "$work/$1"
-  valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes \
-      --callgrind-out-file="$work/$1/cg.%p" \
-      "$2" serve --listen "127.0.0.1:$p" --admin-listen "" --redis "$node_redis" \
-      --redis-password-file "$node_password_file" --shards 1 --demo-issuer \
-      --secret-file "$work/secret" 2>"$work/$1/node.log" &
-  vg=$!
-  pids+=("$vg")
-  url="http://127.0.0.1:$p"
-  # Up once it has read the campaigns (and with them the limits: until then a node
-  # keeps the default ones, under which wrk's flood would get its address blocked).
-  for _ in $(seq 600); do
-    curl -sf "$url/api/campaigns" >/dev/null 2>&1 && break
-    kill -0 "$vg" 2>/dev/null || break
-    sleep 0.2
-  done
-  curl -sf "$url/api/campaigns" >/dev/null || { echo "the node did not start under valgrind:" >&2; tail -20 "$work/$1/node.log" >&2; exit 1; }
-  sleep 1
-}
-# count NAME ROUTE STATUS WRK_ARGS...: instructions a request while wrk sends ROUTE's
-# requests (after a second of them uncounted), each of which must be answered STATUS
-# with no socket error; the profile to $work/NAME/ROUTE.cg.
-count() {
-  local name=$1 route=$2 status=$3 out n f
-  shift 3
-  wrk -t1 -c8 -d1s "$@" >/dev/null 2>&1
-  callgrind_control -z "$vg" >/dev/null 2>&1
-  callgrind_control -i on "$vg" >/dev/null 2>&1
-  out=$(wrk -t1 -c8 -d"${secs}s" "$@" 2>/dev/null)
-  callgrind_control -i off "$vg" >/dev/null 2>&1
-  n=$(awk '/requests in/ {print $1}' <<<"$out")
-  callgrind_control -d "$route" "$vg" >/dev/null 2>&1
-  sleep 1
-  # A file a thread: the shard's is the one that ran the most; the others (the order
-  # worker, the runtime's helpers) run on their own clocks, not the requests'.
-  f=$(for c in "$work/$name"/cg.*-*; do
-        [ -e "$c" ] && echo "$(awk '/^totals:/ {print $2; exit}' "$c") $c"
-      done | sort -n | tail -1 | cut -d' ' -f2)
-  [ -n "$f" ] || { echo "$name $route: callgrind wrote no profile" >&2; exit 1; }
-  mv "$f" "$work/$name/$route.cg"
-  rm -f "$work/$name"/cg.*-*
-  # The answers counted must be the route's own: wrk counts the others as non-2xx, its
-  # purchase script counts each status. The rate limit of one a second lets a purchase
-  # through each second; nothing else may differ.
-  local allowed=0 others
-  [ "$route" != limited ] || allowed=$((secs + 2))
-  if grep -q "Socket errors" <<<"$out"; then
-    echo "$name $route: wrk's sockets failed: $(grep 'Socket errors' <<<"$out")" >&2; exit 1
-  fi
-  if [ "$status" = 200 ]; then
-    others=$(awk '/Non-2xx or 3xx responses/ {print $NF}' <<<"$out")
-  else
-    others=$(awk -v s="$status" '$1 == "status" && $2 != s ":" {n += $3} END {print n + 0}' <<<"$out")
-    grep -q "^status $status: " <<<"$out" || others=$n
-  fi
-  [ "${others:-0}" -le "$allowed" ] || {
-    echo "$name $route: $others of $n answers were not $status:" $(grep "^status" <<<"$out") >&2; exit 1; }
-  echo "$route $n $(awk '/^totals:/ {print $2; exit}' "$work/$name/$route.cg")" >> "$work/$name/counts"
-}
 # measure NAME BINARY: every route's count for one build.
 measure() {
-  node "$1" "$2"
+  counted_node "$1" "$2"
   [ -n "$campaigns_made" ] || { sold_out_campaign; upcoming_campaign; buy_the_unit "$url"; campaigns_made=1; }
-  count "$1" time 200 "$url/api/time"
-  count "$1" soldout 409 -s bench/purchase-counted.lua "$url/api/campaigns/bench/purchase"
+  count_route "$1" time 200 "$url/api/time"
+  count_route "$1" soldout 409 -s bench/purchase-counted.lua "$url/api/campaigns/bench/purchase"
   SECKILL_IDEMPOTENCY_KEY=no-order-here \
-    count "$1" keyed 409 -s bench/purchase-counted.lua "$url/api/campaigns/bench/purchase"
-  count "$1" early 425 -s bench/purchase-counted.lua "$url/api/campaigns/later/purchase"
+    count_route "$1" keyed 409 -s bench/purchase-counted.lua "$url/api/campaigns/bench/purchase"
+  count_route "$1" early 425 -s bench/purchase-counted.lua "$url/api/campaigns/later/purchase"
   limits user_rate=1 user_burst=1
   sleep 0.5   # a node under valgrind reads them more slowly
-  count "$1" limited 429 -s bench/purchase-counted.lua "$url/api/campaigns/bench/purchase"
+  count_route "$1" limited 429 -s bench/purchase-counted.lua "$url/api/campaigns/bench/purchase"
   limits user_rate=0
   sleep 0.5
   kill "$vg"; wait "$vg" 2>/dev/null || true
@@ -106,7 +44,7 @@ campaigns_made= builds=(node)
 measure node "$bin/seckill-dataplane"
 [ -z "${BASELINE:-}" ] || { measure baseline "$BASELINE"; builds+=(baseline); }
 
-echo "1 shard under callgrind, wrk -t1 -c8 -d${secs}s a route; the node's instructions a request (user space)"
+echo "1 shard under callgrind, wrk -t1 -c8 -d${count_secs}s a route; the node's instructions a request (user space)"
 for b in "${builds[@]}"; do
   python3 - "$work/$b/counts" "$b" <<'PY'
 import sys

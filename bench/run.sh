@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `just bench`: every benchmark side by side in one run, and bench/results.md with the
-# machine, the date, the commands and what they printed.
+# machine, the date, a table a target (bench/targets.py), then the commands and what they
+# printed.
 #
 #   bench/run.sh [ROUNDS] [SECONDS]
 set -euo pipefail
@@ -18,13 +19,14 @@ run() {
   printf '%s\n' "$text" >&2
   printf '### `%s`\n\n```\n%s\n```\n\n' "$*" "$text" >> "$out.new"
 }
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
 {
   echo "# Benchmark results"
   echo
   commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
   git diff --quiet HEAD 2>/dev/null || commit="$commit with uncommitted changes"
   echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, \`just bench $rounds $secs\`."
-  echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(free -g | awk '/Mem:/ {print $2}') GiB, kernel $(uname -r)."
+  echo "Machine: $(nproc) cores ($cpu), $(free -g | awk '/Mem:/ {print $2}') GiB, kernel $(uname -r)."
   echo "The load generators share the cores with what they measure, so only ratios within one run mean much."
   echo
 } > "$out.head"
@@ -48,12 +50,13 @@ run bench/queue.sh "$rounds" "$secs"
 run bench/profile.sh 10 20
 run bench/micro.sh
 echo "The launch plots: [launch.svg](launch.svg), and pinned [launch-pinned.svg](launch-pinned.svg)." >> "$out.new"
-# The targets' table first, read off what the runs printed.
+# The targets first, a table each, read off what the runs printed; then the runs.
 {
   cat "$out.head"
   echo "## Targets"
   echo
-  python3 bench/targets.py "$out.new"
+  python3 bench/targets.py "$out.new" "$(nproc) cores, $cpu"
+  echo "## The runs"
   echo
   cat "$out.new"
 } > "$out.tmp"

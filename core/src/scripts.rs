@@ -85,6 +85,16 @@ pub fn hot_path() -> [&'static Script; 11] {
     ]
 }
 
+/// `EVALSHA <hash> <numkeys> <keys…> <args…>`: how any script is called.
+pub fn call(script: &Script, keys: &[&str], args: &[&str]) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash())
+        .arg(keys.len())
+        .arg(keys)
+        .arg(args);
+    cmd
+}
+
 /// A script's source, for `SCRIPT LOAD` after a `NOSCRIPT` reply.
 pub fn source_of(hash: &str) -> Option<&'static str> {
     SOURCES

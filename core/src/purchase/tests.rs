@@ -10,16 +10,6 @@ fn queued(user: &str, key: Option<&str>, ticket: Option<&str>, pass: Option<i64>
     }
 }
 
-/// `EVALSHA <hash> <numkeys> <keys…> <args…>`, as any script is called.
-fn script_call(script: &redis::Script, keys: &[&str], args: &[&str]) -> redis::Cmd {
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash())
-        .arg(keys.len())
-        .arg(keys)
-        .arg(args);
-    cmd
-}
-
 #[test]
 fn the_purchase_call_carries_every_key_and_each_purchase_in_order() {
     let keys = PartitionKeys::new("spring", 5);
@@ -53,7 +43,7 @@ fn the_purchase_call_carries_every_key_and_each_purchase_in_order() {
     let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
     assert_eq!(
         call(&keys, 5, "spring", &batch).get_packed_command(),
-        script_call(&scripts::PURCHASE, &ks, &rest).get_packed_command()
+        scripts::call(&scripts::PURCHASE, &ks, &rest).get_packed_command()
     );
 }
 

@@ -43,10 +43,10 @@ impl Store {
     /// a failover or `SCRIPT FLUSH`) it is sent whole, which also loads it, on the node
     /// that serves its keys.
     pub async fn eval(&self, script: &Script, keys: &[&str], args: &[&str]) -> Reply {
-        self.run_script(&script_call(script, keys, args)).await
+        self.run_script(&scripts::call(script, keys, args)).await
     }
 
-    /// Sends an `EVALSHA` built by [`script_call`], as `EVAL` with the source on `NOSCRIPT`.
+    /// Sends an `EVALSHA` built by [`scripts::call`], as `EVAL` with the source on `NOSCRIPT`.
     async fn run_script(&self, cmd: &Cmd) -> Reply {
         match self.conn.query(cmd).await {
             Err(StoreError::Server(e)) if e.starts_with("NOSCRIPT") => {
@@ -71,16 +71,6 @@ impl Store {
             other => other,
         }
     }
-}
-
-/// `EVALSHA <hash> <numkeys> <keys…> <args…>`.
-pub fn script_call(script: &Script, keys: &[&str], args: &[&str]) -> Cmd {
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash())
-        .arg(keys.len())
-        .arg(keys)
-        .arg(args);
-    cmd
 }
 
 /// Reads a reply the scripts build as an array of strings and integers.

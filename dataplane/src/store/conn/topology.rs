@@ -295,9 +295,9 @@ mod tests {
     fn commands_are_routed_by_their_first_key() {
         let keys = seckill_core::keys::PartitionKeys::new("spring", 3);
         let script =
-            crate::store::script_call(&seckill_core::scripts::PURCHASE, &[&keys.part()], &["u"]);
+            seckill_core::scripts::call(&seckill_core::scripts::PURCHASE, &[&keys.part()], &["u"]);
         assert_eq!(routing_key(&script), Some(keys.part().as_bytes()));
-        let keyless = crate::store::script_call(&seckill_core::scripts::PURCHASE, &[], &["u"]);
+        let keyless = seckill_core::scripts::call(&seckill_core::scripts::PURCHASE, &[], &["u"]);
         assert_eq!(routing_key(&keyless), None);
         assert_eq!(
             routing_key(redis::cmd("HGETALL").arg("sk:campaign:x")),

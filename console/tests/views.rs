@@ -17,20 +17,9 @@ const NOW: i64 = 1_795_982_400_000;
 
 fn campaign(id: &str, total: u64, state: State, parts: &[(i64, i64, i64, i64)]) -> CampaignRow {
     let spec = CampaignSpec {
-        id: id.into(),
         name: format!("{id} edition"),
-        total,
-        partitions: parts.len().max(1) as u32,
-        per_user_limit: 1,
-        hold_ttl_s: 300,
         price_cents: 1299,
-        starts_at: None,
-        ends_at: None,
-        codes_file: None,
-        content_file: None,
-        require_ticket: false,
-        ticket_factor: 3,
-        queue: None,
+        ..seckill_testkit::campaign::spec(id, total, parts.len().max(1) as u32, 1)
     };
     let mut campaign = Campaign::new(spec).expect("valid spec");
     campaign.state = state;

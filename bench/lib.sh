@@ -175,6 +175,14 @@ function init(args)
     }, body)
   end
 end
+LUA
+  wrk_cycle >> "$1"
+}
+
+# wrk_cycle: the wrk request function of a script that built its requests in init into
+# `requests`: each call sends the next one, round and round.
+wrk_cycle() {
+  cat <<'LUA'
 function request()
   i = i % #requests + 1
   return requests[i]

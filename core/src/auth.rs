@@ -10,9 +10,8 @@ use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// The shared secrets every node and the identity provider sign with: the first signs,
-/// every one verifies, so a secret can be rotated without refusing what the previous one
-/// signed. Each is kept as the MAC's state once the key is taken in, so a token costs
+/// The keys of one purpose (see [`crate::node_keys`]): the first signs, every one
+/// verifies, so a key can be rotated without refusing what the previous one signed. Each is kept as the MAC's state once the key is taken in, so a token costs
 /// only the hashing of its own bytes.
 #[derive(Clone)]
 pub struct Secret(Vec<HmacSha256>);

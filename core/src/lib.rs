@@ -33,6 +33,7 @@ pub mod histo;
 pub mod keys;
 pub mod ledger;
 pub mod limits;
+pub mod node_keys;
 pub mod pow;
 pub mod protocol;
 pub mod purchase;

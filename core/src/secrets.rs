@@ -42,16 +42,19 @@ fn trim(bytes: &[u8]) -> &[u8] {
     &bytes[start..end]
 }
 
-/// Reads a signing secret (see [`read_private`]): at least
+/// Reads a node secret (see [`read_private`]), the keys of
+/// [`node_keys`](crate::node_keys) derive from: at least
 /// [`MIN_SECRET_BYTES`](crate::auth::MIN_SECRET_BYTES) raw bytes.
-pub fn read_secret(path: &Path) -> Result<crate::auth::Secret, String> {
-    crate::auth::Secret::new(read_private(path)?).ok_or_else(|| {
-        format!(
-            "{} holds fewer than {} bytes (`just secret` makes one)",
-            path.display(),
-            crate::auth::MIN_SECRET_BYTES
-        )
-    })
+pub fn read_secret(path: &Path) -> Result<Vec<u8>, String> {
+    let bytes = read_private(path)?;
+    if bytes.len() >= crate::auth::MIN_SECRET_BYTES {
+        return Ok(bytes);
+    }
+    Err(format!(
+        "{} holds fewer than {} bytes (`just secret` makes one)",
+        path.display(),
+        crate::auth::MIN_SECRET_BYTES
+    ))
 }
 
 /// Reads a Redis password file (see [`read_private`]).

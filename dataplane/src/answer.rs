@@ -103,11 +103,12 @@ pub enum Outcome {
     TooManyStreams,
     Starting,
     NoQueue,
+    Forbidden,
 }
 
 impl Outcome {
     /// Every outcome, in the order of their indices.
-    pub const ALL: [Outcome; 29] = [
+    pub const ALL: [Outcome; 30] = [
         Outcome::Ok,
         Outcome::BadRequest,
         Outcome::HeadersTooLarge,
@@ -137,6 +138,7 @@ impl Outcome {
         Outcome::TooManyStreams,
         Outcome::Starting,
         Outcome::NoQueue,
+        Outcome::Forbidden,
     ];
 
     /// The outcome's place in the metrics' tables.
@@ -176,6 +178,7 @@ impl Outcome {
             Outcome::TooManyStreams => "too_many_streams",
             Outcome::Starting => "starting",
             Outcome::NoQueue => "no_queue",
+            Outcome::Forbidden => "forbidden",
         }
     }
 
@@ -202,7 +205,8 @@ impl Outcome {
             Outcome::LinkInvalid
             | Outcome::Blocked
             | Outcome::TicketInvalid
-            | Outcome::ChallengeInvalid => StatusCode::FORBIDDEN,
+            | Outcome::ChallengeInvalid
+            | Outcome::Forbidden => StatusCode::FORBIDDEN,
             Outcome::Unavailable | Outcome::Busy | Outcome::Starting => {
                 StatusCode::SERVICE_UNAVAILABLE
             }

@@ -272,10 +272,10 @@ fn tickets_are_earned_by_work_bound_to_their_owner_used_once_and_capped() {
         buy_with(&c, "t", &alice, Some(&forged)).1["error"],
         "ticket_invalid"
     );
-    let secret = common::secret();
+    let keys = common::node_keys();
     let now = seckill_core::now_ms();
     let other = sign_ticket(
-        &secret,
+        keys.tickets(),
         &Ticket {
             campaign: "other".into(),
             user: "alice".into(),
@@ -288,7 +288,7 @@ fn tickets_are_earned_by_work_bound_to_their_owner_used_once_and_capped() {
         "ticket_invalid"
     );
     let expired = sign_ticket(
-        &secret,
+        keys.tickets(),
         &Ticket {
             campaign: "t".into(),
             user: "alice".into(),

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{get_text, open_sale, reconciled, secret, spec, Client, Node, Redis, WorkerProc};
+use common::{get_text, node_keys, open_sale, reconciled, spec, Client, Node, Redis, WorkerProc};
 use seckill_core::auth::sign_download;
 use seckill_core::keys::PartitionKeys;
 use seckill_core::{control, scripts};
@@ -388,8 +388,8 @@ fn download_links_serve_the_file_only_when_valid() {
     let (code, _) = c.get(&format!("/dl/{}", parts.join(".")), None);
     assert_eq!(code, 403);
     // Expired: a correctly signed link whose time is up.
-    let secret = secret();
-    let old = sign_download(&secret, &id, seckill_core::now_ms() - 1);
+    let keys = node_keys();
+    let old = sign_download(keys.downloads(), &id, seckill_core::now_ms() - 1);
     let (code, v) = c.get(&format!("/dl/{old}"), None);
     assert_eq!((code, v["error"].as_str()), (410, Some("link_expired")));
     assert_eq!(c.get("/dl/garbage", None).0, 403);

@@ -93,7 +93,7 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
     assert_eq!(code, 404, "{body}");
     assert!(!body.contains("token"), "{body}");
 
-    // The shop's backend signs its shoppers' tokens with the shared secret.
+    // The shop's backend signs its shoppers' tokens with the shop's token key.
     let mut con = redis.con();
     let s = spec("deploy", 10, 2, 1);
     seckill_core::control::create(&mut con, s).expect("create");
@@ -118,15 +118,51 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
     };
     let (code, body) = buy(&issue_token(&shop, "alice", now + 600_000));
     assert_eq!(code, 200, "{body}");
-    // The API guide's example of a shop's backend, in Python, signs tokens the node takes.
+    // The API guide's example of a shop's backend, in Python, signs tokens the node takes
+    // with the key `keys shop-token` writes (mode 0600, and never over a file).
+    let key = dataplane(
+        dir.path(),
+        &[
+            "keys",
+            "shop-token",
+            "--secret-file",
+            "secret",
+            "--out",
+            "shop.key",
+        ],
+    )
+    .output()
+    .expect("keys shop-token");
+    assert!(key.status.success(), "{}", stderr(&key));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir.path().join("shop.key"))
+        .expect("shop.key")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let again = dataplane(
+        dir.path(),
+        &[
+            "keys",
+            "shop-token",
+            "--secret-file",
+            "secret",
+            "--out",
+            "shop.key",
+        ],
+    )
+    .output()
+    .expect("keys shop-token");
+    assert_eq!(again.status.code(), Some(2));
+    assert!(stderr(&again).contains("--out"), "{}", stderr(&again));
     let out = Command::new("python3")
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../examples/shop_token.py"
         ))
         .args([
-            "--secret-file",
-            "secret",
+            "--key-file",
+            "shop.key",
             "--ttl-s",
             "600",
             "carol@example.com",
@@ -317,9 +353,10 @@ fn a_rotated_secret_still_accepts_the_previous_ones_tokens() {
     open_sale(&redis, &node, spec("rot", 10, 1, 1));
     let c = node.client();
     let now = seckill_core::now_ms();
+    // Signed as the shop signs: with the shop's key of each node secret.
     let signed_by = |secret: &[u8], user: &str| {
         issue_token(
-            &Secret::new(secret.to_vec()).expect("secret"),
+            &seckill_core::node_keys::shop_signer(secret),
             user,
             now + 60_000,
         )
@@ -332,10 +369,17 @@ fn a_rotated_secret_still_accepts_the_previous_ones_tokens() {
     );
     let stranger = signed_by(b"a secret nobody configured, long enough", "x");
     assert_eq!(c.purchase("rot", &stranger, None).0, 401);
+    // A token signed with a node secret itself, not the shop's key of it, is refused.
+    let raw = issue_token(
+        &Secret::new(old.to_vec()).expect("secret"),
+        "raw",
+        now + 60_000,
+    );
+    assert_eq!(c.purchase("rot", &raw, None).0, 401);
     // What the node signs itself (the demo issuer's tokens here) uses the first secret.
     let own = c.token("own");
-    let new = secret();
-    assert!(seckill_core::auth::verify_token(&new, &own, now, i64::MAX).is_ok());
+    let first = seckill_core::node_keys::NodeKeys::derive(&[SECRET.as_bytes().to_vec()], true);
+    assert!(seckill_core::auth::verify_token(first.demo_issuer(), &own, now, i64::MAX).is_ok());
     let l = common::ledger_holds(&redis, "rot");
     assert_eq!(l.held, 2, "{l}");
 }

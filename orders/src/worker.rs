@@ -32,7 +32,9 @@ pub struct WorkerOptions {
     pub name: String,
     pub redis_url: String,
     pub db: PathBuf,
-    pub secret: Secret,
+    /// Derives the licence keys of campaigns without a code pool (the node's licence
+    /// key, [`seckill_core::node_keys::NodeKeys::licences`]).
+    pub licences: Secret,
     /// Most entries read from one stream at a time.
     pub batch: usize,
     /// Pending entries idle this long are taken over from their (presumed dead) consumer.

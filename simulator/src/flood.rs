@@ -259,11 +259,12 @@ pub fn flood(a: &FloodArgs) -> anyhow::Result<FloodReport> {
     if a.slow > 60_000 {
         anyhow::bail!("--slow: at most 60000 connections");
     }
+    // Tokens signed as the shop signs them: with the shop's key of the node secret.
     let secret = match &a.secret_file {
-        Some(path) => Some(
-            seckill_core::secrets::read_secret(path)
+        Some(path) => Some(seckill_core::node_keys::shop_signer(
+            &seckill_core::secrets::read_secret(path)
                 .map_err(|e| anyhow::anyhow!("--secret-file: {e}"))?,
-        ),
+        )),
         None => None,
     };
     let expires = seckill_core::now_ms() + 3_600_000;

@@ -35,6 +35,6 @@ pub use node::{Node, WorkerProc};
 pub use ports::free_port;
 pub use process::{dataplane_bin, Process};
 pub use server::Redis;
-pub use tokens::{secret, write_secret, SECRET};
+pub use tokens::{node_keys, secret, write_secret, SECRET};
 pub use users::{make_users, url_as, RedisUrl};
 pub use wait::wait_until;

@@ -65,8 +65,11 @@ impl Node {
         let admin_port = free_port();
         write_secret(dir.path());
         let d = dir.path().display();
+        // The demo issuer signs the tests' tokens, but for a node behind a proxy, which
+        // may not run it: its tests sign theirs with the shop's key (`secret()`).
+        let demo_issuer = !extra.contains("trusted_proxies");
         let config = format!(
-            "listen = \"127.0.0.1:{port}\"\n{}shards = {shards}\ndemo_issuer = true\n\
+            "listen = \"127.0.0.1:{port}\"\n{}shards = {shards}\ndemo_issuer = {demo_issuer}\n\
              secret_file = \"{d}/secret\"\ncontent_dir = \"{d}/content\"\n{extra}\n\
              [worker]\nenabled = {worker}\nname = \"w{port}\"\ndb = \"{d}/orders.sqlite\"\nclaim_idle_ms = 1000\n\
              [limits]\nip_rate = 0\nuser_rate = 0\nauto_block_refusals = 0\n",

@@ -1,8 +1,10 @@
-//! The signing secret the test nodes share: what signs shoppers' tokens and download links.
+//! The node secret the test nodes share, and the keys derived from it: the shop's, which
+//! signs shoppers' tokens, and the nodes' own (tickets, download links …).
 
 use std::path::Path;
 
 use seckill_core::auth::Secret;
+use seckill_core::node_keys::{self, NodeKeys};
 
 pub const SECRET: &str = "test secret, long enough for HMAC";
 
@@ -12,7 +14,12 @@ pub fn write_secret(dir: &Path) {
         .expect("write secret");
 }
 
-/// The nodes' secret, to sign what a shop would sign.
+/// The shop's key of the nodes' secret, to sign shoppers' tokens as a shop would.
 pub fn secret() -> Secret {
-    Secret::new(SECRET.as_bytes().to_vec()).expect("secret")
+    node_keys::shop_signer(SECRET.as_bytes())
+}
+
+/// The test nodes' own keys (no demo issuer's among the shoppers' keys).
+pub fn node_keys() -> NodeKeys {
+    NodeKeys::derive(&[SECRET.as_bytes().to_vec()], false)
 }

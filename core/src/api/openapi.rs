@@ -13,7 +13,7 @@ fn meaning(status: u16) -> &'static str {
     match status {
         400 => "bad input: malformed JSON, unknown fields, a value out of range",
         401 => "no valid token: missing, forged, expired, or living longer than allowed",
-        403 => "refused: blocked, a missing or used ticket, a bad challenge or link",
+        403 => "refused: blocked, a missing or used ticket, a bad challenge or link, a proxied request to the demo issuer",
         404 => "no such route, campaign or order (another user's orders included)",
         405 => "the route takes another method",
         408 => "the body did not arrive in time",
@@ -181,8 +181,8 @@ pub fn openapi() -> Value {
                 answers(json_answer("now", reference("Time")), &[429])) },
             "/api/openapi.json": { "get": op("This description", &[], vec![], None,
                 answers(json_answer("the OpenAPI description", json!({ "type": "object" })), &[429])) },
-            "/api/session": { "post": op("A token for any user: the demo issuer, off unless demo_issuer is on (on loopback only)", &[], vec![], Some(body("SessionBody")),
-                answers(json_answer("a signed token", reference("Session")), &[400, 404, 408, 413, 429])) },
+            "/api/session": { "post": op("A token for any user: the demo issuer, off unless demo_issuer is on (on loopback only; 403 to a request a proxy forwarded)", &[], vec![], Some(body("SessionBody")),
+                answers(json_answer("a signed token", reference("Session")), &[400, 403, 404, 408, 413, 429])) },
             "/api/campaigns": { "get": op("Every published campaign", &[], vec![], None,
                 answers(json_answer("the campaigns", json!({ "type": "array", "items": reference("CampaignInfo") })), &[429, 503])) },
             "/api/campaigns/{id}": { "get": op("One campaign", &[], vec![id()], None,
@@ -227,7 +227,7 @@ pub fn openapi() -> Value {
             "schemas": schemas(),
             "securitySchemes": {
                 "shopper": { "type": "http", "scheme": "bearer",
-                    "description": "base64url(user).expiry_ms.base64url(HMAC-SHA256), signed with the nodes' shared secret" },
+                    "description": "base64url(user).expiry_ms.base64url(HMAC-SHA256), signed with the shop's token key" },
                 "admin": { "type": "http", "scheme": "bearer",
                     "description": "admin.token; required beyond loopback" }
             }

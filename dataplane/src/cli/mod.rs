@@ -1,6 +1,7 @@
 //! The `seckill-dataplane` command line: `serve` and `worker`, which run a node and an
 //! order worker from the configuration, and the commands operators and scripts use on
-//! the control plane (`campaign`, `limits`, `blacklist`, `reconcile`), a file each.
+//! the control plane (`campaign`, `limits`, `blacklist`, `reconcile`), and `keys`, which
+//! writes the shop's token key: a file each.
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -13,6 +14,7 @@ use std::process::ExitCode;
 
 mod blacklist;
 mod campaign;
+mod keys;
 mod limits;
 mod reconcile;
 mod serve;
@@ -77,6 +79,11 @@ enum Command {
         #[command(subcommand)]
         command: campaign::CampaignCommand,
     },
+    /// Keys derived from the node secret for others to hold: the shop's token key.
+    Keys {
+        #[command(subcommand)]
+        command: keys::KeysCommand,
+    },
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -95,6 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Blacklist { control, command } => blacklist::run(&control.url()?, command),
         Command::Reconcile(a) => reconcile::run(&a.control.url()?, a),
         Command::Campaign { control, command } => campaign::run(&control.url()?, command),
+        Command::Keys { command } => keys::run(command),
     }
 }
 
@@ -134,7 +142,7 @@ struct CommonArgs {
     config: Option<PathBuf>,
     #[command(flatten)]
     redis: RedisArgs,
-    /// File holding the shared HMAC secret.
+    /// File holding the node secret, which the node's keys derive from.
     #[arg(long, env = "SECKILL_SECRET_FILE")]
     secret_file: Option<PathBuf>,
 }

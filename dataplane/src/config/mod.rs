@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use seckill_core::auth::Secret;
+use seckill_core::node_keys::NodeKeys;
 
 mod sections;
 mod validate;
@@ -169,7 +169,9 @@ pub struct Settings {
     pub shards: usize,
     pub pin_shards: bool,
     pub demo_issuer: bool,
-    pub secret: Secret,
+    /// The node's keys, one a purpose, derived from `secret_file` (and the older
+    /// `verify_secret_files`).
+    pub keys: NodeKeys,
     pub token_ttl: Duration,
     pub max_token_ttl: Duration,
     pub content_dir: PathBuf,
@@ -194,7 +196,7 @@ impl Settings {
             name: self.worker.name.clone(),
             redis_url: self.redis_url.clone(),
             db: self.worker.db.clone(),
-            secret: self.secret.clone(),
+            licences: self.keys.licences().clone(),
             batch: self.worker.batch,
             claim_idle: Duration::from_millis(self.worker.claim_idle_ms),
             metrics: None,
@@ -235,9 +237,9 @@ impl Config {
         let listen = validate::listen(&self.listen)?;
         let (redis_url, redis) = validate::redis(&self.redis, self.redis_password_file.as_deref())?;
         let shards = validate::shards(self.shards)?;
-        let mut secret = read_secret(&self.secret_file, "secret_file")?;
+        let mut secrets = vec![read_secret(&self.secret_file, "secret_file")?];
         for f in &self.verify_secret_files {
-            secret = secret.also_verifying(read_secret(f, "verify_secret_files")?);
+            secrets.push(read_secret(f, "verify_secret_files")?);
         }
         let trusted_proxies = validate::http(&self.http)?;
         validate::redis_client(&self.redis_client)?;
@@ -249,7 +251,7 @@ impl Config {
         validate::breaker(&self.breaker, &self.redis_client)?;
         let (admin_listen, admin_token) = validate::admin(&self.admin, listen)?;
         validate::metrics(&self.metrics)?;
-        validate::demo_issuer(self.demo_issuer, listen)?;
+        validate::demo_issuer(self.demo_issuer, listen, &trusted_proxies)?;
         let node = validate::node(self.node.as_deref(), listen)?;
         Ok(Settings {
             node,
@@ -260,7 +262,7 @@ impl Config {
             shards,
             pin_shards: self.pin_shards,
             demo_issuer: self.demo_issuer,
-            secret,
+            keys: NodeKeys::derive(&secrets, self.demo_issuer),
             token_ttl: Duration::from_secs(self.token_ttl_s),
             max_token_ttl: Duration::from_secs(self.max_token_ttl_s),
             content_dir: self.content_dir.clone(),
@@ -280,8 +282,8 @@ impl Config {
     }
 }
 
-/// A signing secret from a file only its owner may read, counted in raw bytes.
-fn read_secret(path: &Path, field: &str) -> Result<Secret, ConfigError> {
+/// A node secret from a file only its owner may read, counted in raw bytes.
+fn read_secret(path: &Path, field: &str) -> Result<Vec<u8>, ConfigError> {
     seckill_core::secrets::read_secret(path).map_err(|e| bad(field, e))
 }
 

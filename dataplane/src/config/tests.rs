@@ -107,6 +107,13 @@ fn the_demo_issuer_and_an_open_admin_listener_stay_on_loopback() {
     assert!(err.problem.contains("loopback"), "{err}");
     let (_d, c) = with_secret("listen = \"127.0.0.1:8080\"\ndemo_issuer = true");
     assert!(c.validate().is_ok());
+    // Nor behind a proxy, which would bring it requests from anywhere.
+    let (_d, c) = with_secret(
+        "listen = \"127.0.0.1:8080\"\ndemo_issuer = true\n[http]\ntrusted_proxies = [\"127.0.0.1\"]",
+    );
+    let err = c.validate().expect_err("demo issuer behind a proxy");
+    assert_eq!(err.field, "demo_issuer");
+    assert!(err.problem.contains("http.trusted_proxies"), "{err}");
     let (_d, c) = with_secret("[metrics]\nended_campaign_ttl_s = 2592001");
     assert_eq!(
         c.validate().expect_err("too long").field,

@@ -293,8 +293,19 @@ pub(super) fn metrics(m: &MetricsConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The demo issuer signs a token for any user id: it serves only on loopback.
-pub(super) fn demo_issuer(on: bool, listen: SocketAddr) -> Result<(), ConfigError> {
+/// The demo issuer signs a token for any user id: it serves only on loopback, and not
+/// behind a proxy, which would bring it requests from anywhere.
+pub(super) fn demo_issuer(
+    on: bool,
+    listen: SocketAddr,
+    trusted_proxies: &[std::net::IpAddr],
+) -> Result<(), ConfigError> {
+    if on && !trusted_proxies.is_empty() {
+        return Err(bad(
+            "demo_issuer",
+            "the demo issuer signs a token for any user id, so it does not serve behind a proxy (http.trusted_proxies is set); turn it off (--demo-issuer=false) and let the shop issue tokens",
+        ));
+    }
     if on && !listen.ip().is_loopback() {
         return Err(bad(
             "demo_issuer",

@@ -114,7 +114,7 @@ impl<'h> Asker<'h> {
                 let s = shard.settings();
                 let max_ttl_ms = s.max_token_ttl.as_millis() as i64;
                 let (user, expires_ms) =
-                    auth::verify_token_until(&s.secret, token, now_ms, max_ttl_ms)
+                    auth::verify_token_until(s.keys.shoppers(), token, now_ms, max_ttl_ms)
                         .map_err(refused_token)?;
                 let user: Rc<str> = user.into();
                 shard.remember_token(token.as_bytes(), user.clone(), expires_ms);

@@ -122,6 +122,8 @@ pub enum ApiError {
     NoTickets,
     /// The campaign has no waiting room.
     NoQueue,
+    /// A route this request may not use, the reason said.
+    Forbidden(&'static str),
 }
 
 impl From<crate::guard::Refusal> for ApiError {
@@ -200,6 +202,7 @@ impl ApiError {
             TicketsExhausted => Outcome::TicketsExhausted,
             NoTickets => Outcome::NoTickets,
             NoQueue => Outcome::NoQueue,
+            Forbidden(_) => Outcome::Forbidden,
         }
     }
 
@@ -251,6 +254,7 @@ impl ApiError {
             }
             NoTickets => "this campaign needs no ticket".into(),
             NoQueue => "this campaign has no waiting room".into(),
+            Forbidden(m) => (*m).into(),
         }
     }
 

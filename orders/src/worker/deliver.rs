@@ -63,7 +63,7 @@ impl Worker {
                     undelivered.insert(e.order_id.as_str());
                     continue;
                 }
-                None => derive_license(&self.opts.secret, &e.order_id),
+                None => derive_license(&self.opts.licences, &e.order_id),
             };
             let Some(oid) = OrderId::parse(&e.order_id) else {
                 continue;

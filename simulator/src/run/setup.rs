@@ -99,14 +99,16 @@ fn prepare_sale(s: &Scenario, file: &std::path::Path) -> anyhow::Result<(String,
     Ok((id, starts_at))
 }
 
-/// Every account's bearer token: issued here with the scenario's secret, or asked of the
-/// first target's demo issuer.
+/// Every account's bearer token: signed here as the shop signs them, with the shop's key
+/// of the scenario's node secret, or asked of the first target's demo issuer.
 pub(super) fn account_tokens(s: &Scenario, first: &str) -> anyhow::Result<Vec<String>> {
     let names = plan::account_names(s.population.users);
     Ok(match &s.secret_file {
         Some(path) => {
-            let secret = seckill_core::secrets::read_secret(path)
-                .map_err(|e| anyhow::anyhow!("secret_file: {e}"))?;
+            let secret = seckill_core::node_keys::shop_signer(
+                &seckill_core::secrets::read_secret(path)
+                    .map_err(|e| anyhow::anyhow!("secret_file: {e}"))?,
+            );
             let expires = seckill_core::now_ms() + 3_600_000;
             names
                 .iter()

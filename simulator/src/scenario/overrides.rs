@@ -16,7 +16,7 @@ pub struct Overrides {
     pub target: Option<String>,
     #[command(flatten)]
     pub redis: RedisArgs,
-    /// The nodes' shared secret, to sign the shoppers' tokens (else the demo issuer).
+    /// The nodes' secret, whose shop's key signs the shoppers' tokens (else the demo issuer).
     #[arg(long, env = "SECKILL_SECRET_FILE")]
     pub secret_file: Option<PathBuf>,
     /// How long the run lasts, in seconds.

@@ -108,7 +108,7 @@ pub async fn ticket(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<R
     let t = &shard.settings().tickets;
     let expires = seckill_core::now_ms() + t.ticket_ttl_s as i64 * 1000;
     let ticket = pow::sign_ticket(
-        &shard.settings().secret,
+        shard.settings().keys.tickets(),
         &Ticket {
             campaign: id.to_string(),
             user: user.to_string(),

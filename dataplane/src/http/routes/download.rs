@@ -14,8 +14,12 @@ use seckill_core::auth::{self, TokenError};
 use seckill_core::keys::OrderId;
 
 pub async fn get(shard: &Shard, token: &str) -> Result<Reply, ApiError> {
-    let order_id = auth::verify_download(&shard.settings().secret, token, seckill_core::now_ms())
-        .map_err(|e| match e {
+    let order_id = auth::verify_download(
+        shard.settings().keys.downloads(),
+        token,
+        seckill_core::now_ms(),
+    )
+    .map_err(|e| match e {
         TokenError::Expired => ApiError::LinkExpired,
         _ => ApiError::LinkInvalid,
     })?;

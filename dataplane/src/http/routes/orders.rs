@@ -53,7 +53,7 @@ pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Repl
         if has_file {
             // A fresh link on every look: it expires, the order does not.
             let expires = seckill_core::now_ms() + shard.settings().download_ttl.as_millis() as i64;
-            let token = auth::sign_download(&shard.settings().secret, id, expires);
+            let token = auth::sign_download(shard.settings().keys.downloads(), id, expires);
             body.download_url = Some(format!("/dl/{token}").into());
             body.download_expires_at_ms = Some(expires);
         }

@@ -310,7 +310,8 @@ async fn buy(
             .ticket
             .as_deref()
             .and_then(|t| {
-                pow::verify_ticket_until(&shard.settings().secret, t, seckill_core::now_ms()).ok()
+                pow::verify_ticket_until(shard.settings().keys.tickets(), t, seckill_core::now_ms())
+                    .ok()
             })
             .filter(|(t, _)| {
                 let pass = queue::is_pass(&t.id);

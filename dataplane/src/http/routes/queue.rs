@@ -76,7 +76,7 @@ fn waiting(
     rate: u32,
 ) -> QueueStatus<'static> {
     let receipt = queue::sign_receipt(
-        &shard.settings().secret,
+        shard.settings().keys.receipts(),
         id,
         user,
         place,
@@ -109,7 +109,8 @@ fn answer(shard: &Shard, id: &str, user: &str, look: Look, rate: u32) -> Result<
             let mut s = status("admitted");
             s.place = Some(place);
             s.ticket = Some(
-                queue::sign_pass(&shard.settings().secret, id, user, place, expires_ms).into(),
+                queue::sign_pass(shard.settings().keys.tickets(), id, user, place, expires_ms)
+                    .into(),
             );
             s.ticket_expires_at_ms = Some(expires_ms);
             s
@@ -138,7 +139,7 @@ pub async fn join(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Rep
         body.ticket
             .as_deref()
             .and_then(|t| {
-                pow::verify_ticket(&shard.settings().secret, t, seckill_core::now_ms()).ok()
+                pow::verify_ticket(shard.settings().keys.tickets(), t, seckill_core::now_ms()).ok()
             })
             .filter(|t| t.campaign == id && *t.user == *user && !queue::is_pass(&t.id))
             .ok_or(ApiError::TicketInvalid)?;
@@ -162,7 +163,7 @@ pub async fn look(shard: &Shard, id: &str, req: &Request<Incoming>) -> Result<Re
         .and_then(|v| v.to_str().ok())
         .and_then(|r| {
             queue::verify_receipt(
-                &shard.settings().secret,
+                shard.settings().keys.receipts(),
                 r,
                 id,
                 &user,

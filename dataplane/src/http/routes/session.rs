@@ -1,5 +1,6 @@
-//! `POST /api/session {"user_id"}`: the demo token issuer. In production an identity
-//! provider signs tokens with the shared secret; this route exists only when enabled.
+//! `POST /api/session {"user_id"}`: the demo token issuer. In production the shop signs
+//! shoppers' tokens with its key; the demo issuer signs with a key of its own, which the
+//! nodes accept only while it is on, and this route exists only then.
 
 use hyper::body::Incoming;
 use hyper::Request;
@@ -16,6 +17,12 @@ pub async fn post(shard: &Shard, req: Request<Incoming>) -> Result<Reply, ApiErr
     if !shard.settings().demo_issuer {
         return Err(ApiError::NotFound);
     }
+    // It listens on loopback only; a request a proxy forwarded comes from farther away.
+    if req.headers().contains_key("x-forwarded-for") {
+        return Err(ApiError::Forbidden(
+            "the demo issuer answers local requests only, not a proxy's",
+        ));
+    }
     let body: SessionBody = read_json(shard, req).await?;
     if !auth::valid_user_id(&body.user_id) {
         return Err(ApiError::BadRequest(
@@ -23,7 +30,7 @@ pub async fn post(shard: &Shard, req: Request<Incoming>) -> Result<Reply, ApiErr
         ));
     }
     let expires = seckill_core::now_ms() + shard.settings().token_ttl.as_millis() as i64;
-    let token = auth::issue_token(&shard.settings().secret, &body.user_id, expires);
+    let token = auth::issue_token(shard.settings().keys.demo_issuer(), &body.user_id, expires);
     Ok(ok(&api::Session {
         token: token.into(),
         user_id: body.user_id.into(),

@@ -7,7 +7,7 @@
   const $ = (name) => document.getElementById(name);
   let offset = 0; // the server's clock minus this one, in ms
   let campaign = null;
-  let token = localStorage.getItem("seckill.token");
+  let token = handedOver() || sessionStorage.getItem("seckill.token");
   let sending = false; // a purchase is on its way: no second one
   let owned = false; // a unit is held or bought
   let waitUntil = 0; // after a refusal with Retry-After
@@ -17,6 +17,19 @@
   let looking = false;
   let seen = ""; // the standing in the waiting room the page last acted on
   let lookAt = Infinity; // when the next look at the waiting room is due, on this clock
+
+  // A shop hands its shopper over with their token in the address's fragment
+  // (`/c/{id}#token=…`), which no request carries: the page keeps it in this tab's
+  // storage and takes it out of the address bar, so history, bookmarks and a link the
+  // shopper shares do not carry it.
+  function handedOver() {
+    const given = new URLSearchParams(location.hash.slice(1)).get("token");
+    if (!given) return null;
+    sessionStorage.setItem("seckill.token", given);
+    sessionStorage.removeItem("seckill.user");
+    history.replaceState(null, "", location.pathname + location.search);
+    return given;
+  }
 
   async function api(method, path, body, headers = {}) {
     const h = { ...headers };
@@ -305,8 +318,8 @@
     const r = await api("POST", "/api/session", { user_id: user });
     if (r.status === 200) {
       token = r.data.token;
-      localStorage.setItem("seckill.token", token);
-      localStorage.setItem("seckill.user", user);
+      sessionStorage.setItem("seckill.token", token);
+      sessionStorage.setItem("seckill.user", user);
       room = null;
       signedIn(user);
       say("");
@@ -377,7 +390,7 @@
     if (code === "unauthenticated") {
       token = null;
       room = null;
-      localStorage.removeItem("seckill.token");
+      sessionStorage.removeItem("seckill.token");
       $("signin").hidden = false;
       $("who").hidden = true;
     }
@@ -491,7 +504,7 @@
     }
     campaign = r.data;
     show();
-    if (token) signedIn(localStorage.getItem("seckill.user") || "you");
+    if (token) signedIn(sessionStorage.getItem("seckill.user") || "you");
     else $("signin").hidden = false;
     listen();
     setInterval(tick, 200);

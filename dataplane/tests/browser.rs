@@ -102,6 +102,44 @@ fn a_shopper_waits_for_the_start_buys_pays_and_downloads() {
 }
 
 #[test]
+fn a_shopper_the_shop_hands_over_in_the_fragment_buys_and_the_token_leaves_the_address() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 1);
+    open_sale(&redis, &node, spec("handed", 3, 1, 1));
+    // The shop's backend signs its shopper's token and links to the page with it.
+    let token =
+        seckill_core::auth::issue_token(&secret(), "carol", seckill_core::now_ms() + 600_000);
+
+    let b = browser();
+    b.open(&format!("{}#token={token}", node.url("/c/handed")));
+    b.wait("the page, open for the shop's shopper", |b| {
+        b.text("remaining") == "3" && !b.disabled("buy")
+    });
+    // Out of the address bar (and its history), kept in this tab's storage only.
+    assert_eq!(b.js("return location.href"), json!(node.url("/c/handed")));
+    assert_eq!(
+        b.js("return sessionStorage.getItem('seckill.token')"),
+        json!(token)
+    );
+    assert_eq!(
+        b.js("return localStorage.getItem('seckill.token')"),
+        json!(null)
+    );
+    assert!(b
+        .js("return document.getElementById('signin').offsetParent === null")
+        .as_bool()
+        .unwrap_or(false));
+    b.click("#buy");
+    b.wait("the hold", |b| b.text("order-status") == "held for you");
+    // A reload in the tab keeps the shopper signed in, with nothing in the address.
+    b.open(&node.url("/c/handed"));
+    b.wait("the page after the reload", |b| b.text("remaining") == "2");
+    assert!(b.text("who").contains("Signed in"), "{}", b.text("who"));
+    let l = ledger_holds(&redis, "handed");
+    assert_eq!((l.held, l.buyers, l.remaining), (1, 1, 2), "{l}");
+}
+
+#[test]
 fn the_page_follows_the_stock_live_and_says_sold_out() {
     let redis = Redis::start();
     let node = Node::start(&redis, 1);

@@ -5,7 +5,7 @@
 
 mod fields;
 
-pub use fields::{meta, once, order, part, rules};
+pub use fields::{event, meta, once, order, part, rules};
 
 /// Prefix of every key the system owns.
 pub const PREFIX: &str = "sk";

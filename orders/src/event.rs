@@ -2,7 +2,7 @@
 
 use redis::streams::StreamId;
 
-use seckill_core::keys::OrderId;
+use seckill_core::keys::{event as field, OrderId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -63,7 +63,7 @@ impl Event {
     pub fn from_entry(stream: &str, entry: &StreamId) -> Vec<Option<Event>> {
         let s = |k: &str| entry.get::<String>(k);
         let n = |k: &str| entry.get::<i64>(k);
-        let Some(kind) = s("type").as_deref().and_then(Kind::parse) else {
+        let Some(kind) = s(field::TYPE).as_deref().and_then(Kind::parse) else {
             return vec![None];
         };
         let event = |order_id: String, user: String, quantity: i64, pay_by_ms: i64| {
@@ -78,13 +78,13 @@ impl Event {
                 user,
                 quantity,
                 pay_by_ms,
-                paid_ms: n("paid_ms"),
-                expired_ms: n("expired_ms"),
-                delivered_ms: n("delivered_ms"),
-                license_key: s("license_key"),
+                paid_ms: n(field::PAID_MS),
+                expired_ms: n(field::EXPIRED_MS),
+                delivered_ms: n(field::DELIVERED_MS),
+                license_key: s(field::LICENSE_KEY),
             })
         };
-        match s("orders") {
+        match s(field::ORDERS) {
             Some(lines) if kind == Kind::Held => lines
                 .split('\n')
                 .map(|line| {
@@ -101,10 +101,12 @@ impl Event {
                     )
                 })
                 .collect(),
-            _ => vec![s("order_id")
-                .zip(s("user"))
-                .zip(n("qty"))
-                .and_then(|((oid, user), qty)| event(oid, user, qty, n("pay_by_ms").unwrap_or(0)))],
+            _ => vec![s(field::ORDER_ID)
+                .zip(s(field::USER))
+                .zip(n(field::QTY))
+                .and_then(|((oid, user), qty)| {
+                    event(oid, user, qty, n(field::PAY_BY_MS).unwrap_or(0))
+                })],
         }
     }
 }

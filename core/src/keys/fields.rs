@@ -71,6 +71,26 @@ pub mod order {
     }
 }
 
+/// The fields of an entry of a partition's order event stream
+/// ([`super::PartitionKeys::events`]), which the order workers read.
+pub mod event {
+    fields! {
+        /// `held`, `paid`, `expired` or `delivered`.
+        TYPE = "type",
+        /// A `held` entry's orders, a line each: `<order_id> <user> <qty> <pay_by_ms>`.
+        ORDERS = "orders",
+        /// The order of any other entry, with its fields below.
+        ORDER_ID = "order_id",
+        USER = "user",
+        QTY = "qty",
+        PAY_BY_MS = "pay_by_ms",
+        PAID_MS = "paid_ms",
+        EXPIRED_MS = "expired_ms",
+        DELIVERED_MS = "delivered_ms",
+        LICENSE_KEY = "license_key",
+    }
+}
+
 /// The `meta` hash of a waiting room ([`super::QueueKeys::meta`]).
 pub mod meta {
     fields! {

@@ -11,6 +11,6 @@ local t = redis.call('TIME')
 local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 redis.call('HSET', order, ORDER.status, 'delivered', ORDER.license_key, ARGV[2],
   ORDER.delivered_ms, now)
-redis.call('XADD', events, '*', 'type', 'delivered', 'order_id', ARGV[1], 'user', o[5],
-  'qty', o[6], 'paid_ms', o[3], 'delivered_ms', now, 'license_key', ARGV[2])
+redis.call('XADD', events, '*', EVENT.type, 'delivered', EVENT.order_id, ARGV[1], EVENT.user, o[5],
+  EVENT.qty, o[6], EVENT.paid_ms, o[3], EVENT.delivered_ms, now, EVENT.license_key, ARGV[2])
 return {'delivered', ARGV[2], o[3], now, 1}

@@ -17,6 +17,6 @@ redis.call('HSET', order, ORDER.status, 'paid', ORDER.paid_ms, paid)
 redis.call('HINCRBY', part, PART.held, -qty)
 redis.call('HINCRBY', part, PART.sold, qty)
 redis.call('ZREM', holds, ARGV[2])
-redis.call('XADD', events, '*', 'type', 'paid', 'order_id', ARGV[2], 'user', o[1],
-  'qty', qty, 'pay_by_ms', o[4], 'paid_ms', paid)
+redis.call('XADD', events, '*', EVENT.type, 'paid', EVENT.order_id, ARGV[2], EVENT.user, o[1],
+  EVENT.qty, qty, EVENT.pay_by_ms, o[4], EVENT.paid_ms, paid)
 return {'paid', paid}

@@ -1,7 +1,8 @@
 //! The scripts' prelude, generated from the key schema: the key layout, the functions
 //! that make order ids and `once` fields, and the Lua functions more than one script
-//! runs, each put before a script that names it. The hashes' fields a script names
-//! (`PART.stock`) are spelled into its text (`'stock'`), checked against the schema.
+//! runs, each put before a script that names it. The hashes' and the order events'
+//! fields a script names (`PART.stock`, `EVENT.qty`) are spelled into its text
+//! (`'stock'`), checked against the schema.
 
 use crate::keys::{self, OrderId, PartitionKeys};
 
@@ -11,6 +12,7 @@ const TABLES: &[(&str, &[(&str, &str)])] = &[
     ("ORDER", keys::order::ALL),
     ("META", keys::meta::ALL),
     ("RULES", keys::rules::ALL),
+    ("EVENT", keys::event::ALL),
 ];
 
 /// A piece of Lua that defines `name`, included when a script names it.

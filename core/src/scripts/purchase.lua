@@ -142,6 +142,6 @@ if #orders > 0 then
       ORDER.pay_by_ms, o[4], ORDER.created_ms, created)
     lines[j] = o[1] .. ' ' .. o[2] .. ' ' .. o[3] .. ' ' .. o[4]
   end
-  redis.call('XADD', events, '*', 'type', 'held', 'orders', table.concat(lines, '\n'))
+  redis.call('XADD', events, '*', EVENT.type, 'held', EVENT.orders, table.concat(lines, '\n'))
 end
 return out

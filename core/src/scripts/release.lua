@@ -26,8 +26,8 @@ for _, oid in ipairs(due) do
     redis.call('HINCRBY', part, PART.stock, qty)
     redis.call('HINCRBY', part, PART.inflow, 1)
     if redis.call('HINCRBY', buyers, o[1], -qty) <= 0 then redis.call('HDEL', buyers, o[1]) end
-    redis.call('XADD', events, '*', 'type', 'expired', 'order_id', oid, 'user', o[1],
-      'qty', qty, 'pay_by_ms', o[4], 'expired_ms', string.format('%d', now))
+    redis.call('XADD', events, '*', EVENT.type, 'expired', EVENT.order_id, oid, EVENT.user, o[1],
+      EVENT.qty, qty, EVENT.pay_by_ms, o[4], EVENT.expired_ms, string.format('%d', now))
     released = released + 1
   end
   redis.call('ZREM', holds, oid)

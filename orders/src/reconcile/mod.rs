@@ -172,7 +172,7 @@ fn read_again(
             continue;
         };
         let key = keys::PartitionKeys::new(oid.campaign, oid.partition).order(id);
-        let status: Option<String> = con.hget(key, "status")?;
+        let status: Option<String> = con.hget(key, keys::order::STATUS)?;
         if let Some(s) = status {
             now.insert(id.to_string(), s);
         }

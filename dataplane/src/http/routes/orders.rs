@@ -11,7 +11,7 @@ use crate::shard::Shard;
 use crate::store::{int, items, text};
 use seckill_core::api;
 use seckill_core::auth;
-use seckill_core::keys::{OrderId, PartitionKeys};
+use seckill_core::keys::{order, OrderId, PartitionKeys};
 
 pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let user = extract::user(shard, req.headers())?;
@@ -19,12 +19,12 @@ pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Repl
     let key = PartitionKeys::new(oid.campaign, oid.partition).order(id);
     let fields = shard
         .read(redis::cmd("HMGET").arg(key).arg(&[
-            "user",
-            "qty",
-            "status",
-            "pay_by_ms",
-            "paid_ms",
-            "license_key",
+            order::USER,
+            order::QTY,
+            order::STATUS,
+            order::PAY_BY_MS,
+            order::PAID_MS,
+            order::LICENSE_KEY,
         ]))
         .await
         .and_then(items)?;

@@ -120,19 +120,20 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
     assert_eq!(code, 200, "{body}");
     // The API guide's example of a shop's backend, in Python, signs tokens the node takes
     // with the key `keys shop-token` writes (mode 0600, and never over a file).
-    let key = dataplane(
-        dir.path(),
-        &[
+    let shop_token = || {
+        let args = [
             "keys",
             "shop-token",
             "--secret-file",
             "secret",
             "--out",
             "shop.key",
-        ],
-    )
-    .output()
-    .expect("keys shop-token");
+        ];
+        dataplane(dir.path(), &args)
+            .output()
+            .expect("keys shop-token")
+    };
+    let key = shop_token();
     assert!(key.status.success(), "{}", stderr(&key));
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(dir.path().join("shop.key"))
@@ -140,19 +141,7 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o600);
-    let again = dataplane(
-        dir.path(),
-        &[
-            "keys",
-            "shop-token",
-            "--secret-file",
-            "secret",
-            "--out",
-            "shop.key",
-        ],
-    )
-    .output()
-    .expect("keys shop-token");
+    let again = shop_token();
     assert_eq!(again.status.code(), Some(2));
     assert!(stderr(&again).contains("--out"), "{}", stderr(&again));
     let out = Command::new("python3")

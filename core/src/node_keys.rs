@@ -68,16 +68,19 @@ pub fn derive(secret: &[u8], purpose: Purpose) -> String {
     B64.encode(okm)
 }
 
+/// The key of `purpose` under one node secret, ready to sign and verify.
+fn key_of(secret: &[u8], purpose: Purpose) -> Secret {
+    Secret::new(derive(secret, purpose).into_bytes())
+        .unwrap_or_else(|| unreachable!("32 bytes make a key"))
+}
+
 /// The key of `purpose` under each node secret, the first signing.
-fn keyed(secrets: &[Vec<u8>], purpose: Purpose) -> Option<Secret> {
-    let mut each = secrets
-        .iter()
-        .map(|s| Secret::new(derive(s, purpose).into_bytes()));
-    let mut key = each.next()??;
-    for older in each {
-        key = key.also_verifying(older?);
-    }
-    Some(key)
+fn keyed(secrets: &[Vec<u8>], purpose: Purpose) -> Secret {
+    let mut each = secrets.iter().map(|s| key_of(s, purpose));
+    let first = each
+        .next()
+        .unwrap_or_else(|| unreachable!("a node derives its keys from one secret or more"));
+    each.fold(first, Secret::also_verifying)
 }
 
 /// Every key a node or an order worker uses, derived from its secrets.
@@ -100,7 +103,7 @@ impl NodeKeys {
             !secrets.is_empty(),
             "a node derives its keys from one secret or more"
         );
-        let key = |p| keyed(secrets, p).unwrap_or_else(|| unreachable!("32 bytes make a key"));
+        let key = |p| keyed(secrets, p);
         let demo = key(Purpose::DemoTokens);
         let shop = key(Purpose::ShopTokens);
         NodeKeys {
@@ -151,8 +154,7 @@ impl NodeKeys {
 /// The shop's token key under the node secret `secret`, as a shop signs with it: what
 /// the simulator and the tests, standing in for a shop, sign shoppers' tokens with.
 pub fn shop_signer(secret: &[u8]) -> Secret {
-    Secret::new(derive(secret, Purpose::ShopTokens).into_bytes())
-        .unwrap_or_else(|| unreachable!("32 bytes make a key"))
+    key_of(secret, Purpose::ShopTokens)
 }
 
 #[cfg(test)]

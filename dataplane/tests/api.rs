@@ -272,18 +272,27 @@ fn the_demo_issuer_validates_user_ids_and_serves_no_proxy() {
         );
     }
     // A request a proxy forwarded is refused: the issuer is for this machine alone.
-    let req = ureq::http::Request::builder()
-        .method("POST")
-        .uri(node.url("/api/session"))
-        .header("X-Forwarded-For", "198.51.100.7")
-        .body(r#"{"user_id":"far"}"#)
-        .expect("request");
-    let (code, v) = match c.agent.run(req) {
-        Ok(r) => (r.status().as_u16(), body_json(r)),
-        Err(e) => panic!("{e}"),
-    };
-    assert_eq!((code, v["error"].as_str()), (403, Some("forbidden")), "{v}");
-    assert!(v.get("token").is_none(), "{v}");
+    for (header, value) in [
+        ("X-Forwarded-For", "198.51.100.7"),
+        ("Forwarded", "for=198.51.100.7;proto=https"),
+    ] {
+        let req = ureq::http::Request::builder()
+            .method("POST")
+            .uri(node.url("/api/session"))
+            .header(header, value)
+            .body(r#"{"user_id":"far"}"#)
+            .expect("request");
+        let (code, v) = match c.agent.run(req) {
+            Ok(r) => (r.status().as_u16(), body_json(r)),
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(
+            (code, v["error"].as_str()),
+            (403, Some("forbidden")),
+            "{header}: {v}"
+        );
+        assert!(v.get("token").is_none(), "{v}");
+    }
     let (code, v) = c.get("/api/time", None);
     assert_eq!(code, 200);
     let now = seckill_core::now_ms();

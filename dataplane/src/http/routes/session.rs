@@ -17,8 +17,10 @@ pub async fn post(shard: &Shard, req: Request<Incoming>) -> Result<Reply, ApiErr
     if !shard.settings().demo_issuer {
         return Err(ApiError::NotFound);
     }
-    // It listens on loopback only; a request a proxy forwarded comes from farther away.
-    if req.headers().contains_key("x-forwarded-for") {
+    // It listens on loopback only; a request a proxy forwarded (either header a proxy
+    // names its client in, RFC 7239's or the older one) comes from farther away.
+    let h = req.headers();
+    if h.contains_key("x-forwarded-for") || h.contains_key("forwarded") {
         return Err(ApiError::Forbidden(
             "the demo issuer answers local requests only, not a proxy's",
         ));

@@ -30,6 +30,7 @@ pub mod connection;
 pub mod control;
 pub mod fds;
 pub mod histo;
+pub mod identity;
 pub mod keys;
 pub mod ledger;
 pub mod limits;

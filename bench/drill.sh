@@ -247,7 +247,7 @@ fault_redis() {
 fault_flood() {
   # Slow-loris connections must be cut at the header timeout (5 s), plus a trickle.
   $bin/seckill-sim flood --target "http://127.0.0.1:$dport" --duration-s $((surge_s - 2)) \
-      --slow 1000 --malformed-rate 300 --secret-file "$work/secret" \
+      --slow 1000 --malformed-rate 300 --token-key "$shop_key" \
       --json "$work/flood.json" > "$work/flood.txt" 2>&1 || true
   notes=$(python3 - "$work/flood.json" <<'PY'
 import json, sys
@@ -265,7 +265,7 @@ fault_burst() {
   # together: does the cut stall the shard?
   burst_at=$(python3 -c "import sys, time; print(time.time() - float(sys.argv[1]))" "$run_started")
   $bin/seckill-sim flood --target "http://127.0.0.1:$dport" --duration-s $((surge_s - 2)) \
-      --slow 1000 --slow-ramp-s 0 --malformed-rate 0 --secret-file "$work/secret" \
+      --slow 1000 --slow-ramp-s 0 --malformed-rate 0 --token-key "$shop_key" \
       --json "$work/flood.json" > "$work/flood.txt" 2>&1 || true
   notes=$(python3 - "$work/flood.json" <<'PY'
 import json, sys
@@ -316,9 +316,8 @@ fault_cut() {
 import sys
 sys.path.insert(0, "examples")
 from shop_token import sign
-key = open(sys.argv[1], "rb").read().strip()
 for i in range(20):
-    print(sign(key, f"cut-probe-{i}"))' "$(shop_key)")
+    print(sign(sys.argv[1], f"cut-probe-{i}", "https://shop.bench"))' "$shop_key")
   cut "$rh_node" both
   t0=$(date +%s.%N)
   while now=$(date +%s.%N); python3 -c "import sys; sys.exit(0 if $now - $t0 < $cut_s else 1)"; do
@@ -527,7 +526,7 @@ drill() {
   run_started=$(date +%s.%N) burst_at=""
   $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "$target" \
       --redis "$ops_redis" --redis-password-file "$ops_password_file" \
-      --secret-file "$work/secret" --create "$campaign_file" \
+      --token-key "$shop_key" --create "$campaign_file" \
       --db "$db" --rate "$rate" --duration-s "$surge_s" --p99-ms 100000 \
       --fail-on "oversell==0" --json "$work/report.json" "${extra[@]}" > "$work/sim.txt" 2>&1 &
   local sim=$!
@@ -668,7 +667,7 @@ print(sum(v["count"] for k, v in a.items() if k.startswith("503")) / max(1, sum(
 echo "== warm-up" >&2
 $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
     --redis "$ops_redis" --redis-password-file "$ops_password_file" \
-    --secret-file "$work/secret" --create config/campaigns/demo.toml \
+    --token-key "$shop_key" --create config/campaigns/demo.toml \
     --db "$db" --rate "$rate" --duration-s 4 --p99-ms 100000 > /dev/null 2>&1 || true
 
 drill "no fault (reference)" fault_none

@@ -109,7 +109,8 @@ if update:
         for m, b in blocks.items():
             out.write(f"\nmachine: {m}\nwhy: {b['why']}\n")
             for k in labels:
-                out.write(f"{k:9} {b['rows'][k]:10.0f}   # {labels[k]}\n")
+                if k in b["rows"]:
+                    out.write(f"{k:9} {b['rows'][k]:10.0f}   # {labels[k]}\n")
     for k in labels:
         print(f"  {labels[k]:46} {now[k]:10.0f}")
     print(f"written: this machine's block of {path}")
@@ -117,6 +118,9 @@ if update:
 base = blocks[machine]["rows"]
 failed = []
 for k in labels:
+    if k not in base:
+        print(f"  {labels[k]:46} {now[k]:10.0f}  no row in this machine's block: shown, not compared")
+        continue
     change = (now[k] - base[k]) / base[k] * 100
     over = change > float(limit)
     failed += [k] if over else []

@@ -67,7 +67,7 @@ launch() {
   node_times > "$work/node-times"
   rm -f "$work/report.json"
   { time ${LOAD_PIN[@]+"${LOAD_PIN[@]}"} $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "http://127.0.0.1:$dport" \
-      --redis "$ops_redis" --redis-password-file "$ops_password_file" --secret-file "$work/secret" \
+      --redis "$ops_redis" --redis-password-file "$ops_password_file" --token-key "$shop_key" \
       --db "$work/orders.sqlite" --rate "$r" \
       --json "$work/report.json" "$@" > "$work/summary.txt" 2>&3 || true; } 3>&2 2> "$work/sim.cpu"
   tcp_counters >> "$work/tcp"

@@ -12,6 +12,27 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 # The nodes' HMAC secret (44 bytes): private from the start, as a node refuses a secret
 # file its group or others may read.
 (umask 077 && head -c 32 /dev/urandom | base64 > "$work/secret")
+# The shop: an Ed25519 key ($shop_key, the private key, its name the kid) made here with
+# Python's cryptography, and its JWKS, which every node started from here reads
+# (SECKILL_JWKS_FILE, SECKILL_TOKEN_ISSUER); the simulator signs its shoppers' tokens with
+# it when told --token-key "$shop_key".
+mkdir -p "$work/shop"
+shop_key="$work/shop/bench-shop.pem"
+python3 - "$shop_key" "$work/shop/jwks.json" <<'PY'
+import base64, json, os, sys
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+key = ed25519.Ed25519PrivateKey.generate()
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+os.write(fd, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                               serialization.NoEncryption()))
+os.close(fd)
+x = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+jwk = {"kty": "OKP", "crv": "Ed25519", "x": base64.urlsafe_b64encode(x).rstrip(b"=").decode(),
+       "kid": "bench-shop", "use": "sig", "alg": "EdDSA"}
+json.dump({"keys": [jwk]}, open(sys.argv[2], "w"))
+PY
+export SECKILL_JWKS_FILE="$work/shop/jwks.json" SECKILL_TOKEN_ISSUER="https://shop.bench"
 
 # make_users: the managed Redis's ACL users (scripts/redis-users.sh) in $work/users, so
 # the bench logs in as production does: the default user off, nodes and order workers
@@ -138,32 +159,21 @@ buy_the_unit() {
   sleep 0.6
 }
 
-# shop_key: $work/shop.key, the shop's token key of the nodes' secret (made once, by the
-# data plane's `keys shop-token`), and prints its path.
-shop_key() {
-  [ -s "$work/shop.key" ] || $bin/seckill-dataplane keys shop-token --secret-file "$work/secret" \
-      --out "$work/shop.key" 2>/dev/null
-  echo "$work/shop.key"
-}
-
 # shopper_tokens FILE N PREFIX: N tokens of shoppers not seen before (PREFIX and a
-# number), signed here as the shop signs them (the shop's key, core's auth::sign).
+# number), signed here as the shop signs them (PyJWT, the shop's key $shop_key).
 shopper_tokens() {
-  python3 - "$(shop_key)" "$@" <<'PY'
-import base64, hashlib, hmac, struct, sys, time
+  python3 - "$shop_key" "$@" <<'PY'
+import sys, time
+import jwt
+from cryptography.hazmat.primitives import serialization
 keyfile, out, n, prefix = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-key = open(keyfile, "rb").read().strip()
-exp = str(int(time.time() * 1000) + 86_400_000).encode()
-b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-def mac(*parts):
-    m = hmac.new(key, digestmod=hashlib.sha256)
-    for p in parts:
-        m.update(struct.pack(">Q", len(p)) + p)
-    return m.digest()
+key = serialization.load_pem_private_key(open(keyfile, "rb").read(), password=None)
+now = int(time.time())
 with open(out, "w") as f:
     for i in range(n):
-        user = f"{prefix}{i:011d}".encode()
-        f.write(f"{b64(user)}.{exp.decode()}.{b64(mac(b'user', user, exp))}\n")
+        claims = {"sub": f"{prefix}{i:011d}", "iss": "https://shop.bench", "aud": "seckill",
+                  "iat": now, "exp": now + 86_400}
+        f.write(jwt.encode(claims, key, algorithm="EdDSA", headers={"kid": "bench-shop"}) + "\n")
 PY
 }
 
@@ -219,7 +229,8 @@ flat_out_scenario() {
 target = "$2"
 redis = "$3"
 redis_password_file = "$ops_password_file"
-secret_file = "$work/secret"
+token_key = "$shop_key"
+token_issuer = "https://shop.bench"
 duration_s = $5
 threads = 1
 connections = ${6:-64}

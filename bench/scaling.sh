@@ -34,7 +34,8 @@ for spec in "10000 8 4096" "1000000 8 65536" "10000 1 4096" "10000 64 4096"; do
 target = "http://127.0.0.1:$dport"
 redis = "$ops_redis"
 redis_password_file = "$ops_password_file"
-secret_file = "$work/secret"
+token_key = "$shop_key"
+token_issuer = "https://shop.bench"
 duration_s = $secs
 threads = 1
 connections = 256

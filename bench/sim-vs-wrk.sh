@@ -36,7 +36,8 @@ cat > "$work/flat-out.toml" <<TOML
 target = "http://127.0.0.1:1"
 redis = "$ops_redis"
 redis_password_file = "$ops_password_file"
-secret_file = "$work/secret"
+token_key = "$shop_key"
+token_issuer = "https://shop.bench"
 duration_s = $secs
 threads = 1
 connections = $conns

@@ -39,7 +39,7 @@ launches=0 failed=0
 while [ "$(date +%s)" -lt "$end" ]; do
   if ! $bin/seckill-sim run --scenario config/scenarios/launch.toml \
       --target "http://127.0.0.1:$dport" --redis "$ops_redis" --redis-password-file "$ops_password_file" \
-      --secret-file "$work/secret" --create "$work/campaign.toml" --db "$work/orders.sqlite" --rate "$rate" \
+      --token-key "$shop_key" --create "$work/campaign.toml" --db "$work/orders.sqlite" --rate "$rate" \
       --seed "$launches" --p99-ms 1000 \
       --fail-on "oversell==0,violations==0,retry_mismatches==0,unanswered==0,missing==0,delivered_twice==0" \
       --json "$work/report.json" > "$work/launch.txt" 2>&1; then

@@ -1,7 +1,9 @@
-//! Shopper identity: HMAC-SHA256 signed user tokens.
+//! The node's HMAC-SHA256 signed tokens (download links, tickets, passes, receipts) and
+//! the user-id rules.
 //!
-//! A token is `<user, base64url>.<expiry ms>.<signature, base64url>`; the signature covers
-//! the user id and the expiry, so neither can be changed without the secret.
+//! A token is `<subject, base64url>.<expiry ms>.<signature, base64url>`; the signature
+//! covers a domain of its purpose, the subject and the expiry, so none can be changed
+//! without the key.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
@@ -132,10 +134,6 @@ pub(crate) fn verify_until(
     Ok((subject, expires))
 }
 
-pub fn issue_token(secret: &Secret, user: &str, expires_ms: i64) -> String {
-    sign(secret, b"user", user, expires_ms)
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
     #[error("malformed token")]
@@ -144,37 +142,6 @@ pub enum TokenError {
     BadSignature,
     #[error("token expired")]
     Expired,
-    #[error("token lives longer than allowed")]
-    TooLong,
-}
-
-/// The user a token names, when its signature holds, it has not expired at `now_ms`, and
-/// it expires within `max_ttl_ms` of now: however far the issuer set its expiry, a token
-/// is worth no more than that, so a leaked long-lived one cannot be used for long.
-pub fn verify_token(
-    secret: &Secret,
-    token: &str,
-    now_ms: i64,
-    max_ttl_ms: i64,
-) -> Result<String, TokenError> {
-    verify_token_until(secret, token, now_ms, max_ttl_ms).map(|(user, _)| user)
-}
-
-/// [`verify_token`], with the token's expiry.
-pub fn verify_token_until(
-    secret: &Secret,
-    token: &str,
-    now_ms: i64,
-    max_ttl_ms: i64,
-) -> Result<(String, i64), TokenError> {
-    let (user, expires) = verify_until(secret, b"user", token, now_ms)?;
-    if !valid_user_id(&user) {
-        return Err(TokenError::Malformed);
-    }
-    if expires > now_ms.saturating_add(max_ttl_ms) {
-        return Err(TokenError::TooLong);
-    }
-    Ok((user, expires))
 }
 
 /// A download link's token: the order it serves, until `expires_ms`.
@@ -205,56 +172,54 @@ pub fn derive_license(secret: &Secret, order_id: &str) -> String {
 mod tests {
     use super::*;
 
-    const DAY: i64 = 86_400_000;
-
     fn secret() -> Secret {
         Secret::new(b"0123456789abcdef0123456789abcdef".to_vec()).expect("long enough")
     }
 
     #[test]
     fn a_token_names_its_user_until_it_expires() {
-        let t = issue_token(&secret(), "alice", 2_000);
+        let t = sign_download(&secret(), "alice", 2_000);
         assert_eq!(
-            verify_token(&secret(), &t, 1_999, DAY).as_deref(),
+            verify_download(&secret(), &t, 1_999).as_deref(),
             Ok("alice")
         );
         assert_eq!(
-            verify_token(&secret(), &t, 2_000, DAY),
+            verify_download(&secret(), &t, 2_000),
             Err(TokenError::Expired)
         );
     }
 
     #[test]
     fn forged_tokens_are_refused() {
-        let t = issue_token(&secret(), "alice", 2_000);
+        let t = sign_download(&secret(), "alice", 2_000);
         let other =
             Secret::new(b"another secret, just as long as the first".to_vec()).expect("long");
         assert_eq!(
-            verify_token(&other, &t, 0, DAY),
+            verify_download(&other, &t, 0),
             Err(TokenError::BadSignature)
         );
         // Same signature, different user.
         let sig = t.rsplit('.').next().expect("3 parts");
         let forged = format!("{}.2000.{sig}", B64.encode("mallory"));
         assert_eq!(
-            verify_token(&secret(), &forged, 0, DAY),
+            verify_download(&secret(), &forged, 0),
             Err(TokenError::BadSignature)
         );
         // Extended expiry.
         let forged = t.replace(".2000.", ".9999999.");
         assert_eq!(
-            verify_token(&secret(), &forged, 0, DAY),
+            verify_download(&secret(), &forged, 0),
             Err(TokenError::BadSignature)
         );
         for bad in ["", "a.b", "a.b.c.d", "!!.1.x", &t[..t.len() - 3]] {
-            assert!(verify_token(&secret(), bad, 0, DAY).is_err(), "{bad}");
+            assert!(verify_download(&secret(), bad, 0).is_err(), "{bad}");
         }
         // A signature longer than any MAC, and a subject that is not text: malformed.
         let long = format!("{}.2000.{}", B64.encode("alice"), B64.encode([7u8; 200]));
         let binary = format!("{}.2000.{sig}", B64.encode([0xffu8, 0xfe]));
         for bad in [long, binary] {
             assert_eq!(
-                verify_token(&secret(), &bad, 0, DAY),
+                verify_download(&secret(), &bad, 0),
                 Err(TokenError::Malformed),
                 "{bad}"
             );
@@ -262,16 +227,12 @@ mod tests {
     }
 
     #[test]
-    fn download_tokens_are_not_user_tokens() {
+    fn a_token_of_one_purpose_is_refused_for_another() {
         let d = sign_download(&secret(), "demo.1.7", 2_000);
         assert_eq!(verify_download(&secret(), &d, 0).as_deref(), Ok("demo.1.7"));
+        let other = sign(&secret(), b"pass", "demo.1.7", 2_000);
         assert_eq!(
-            verify_token(&secret(), &d, 0, DAY),
-            Err(TokenError::BadSignature)
-        );
-        let u = issue_token(&secret(), "alice", 2_000);
-        assert_eq!(
-            verify_download(&secret(), &u, 0),
+            verify_download(&secret(), &other, 0),
             Err(TokenError::BadSignature)
         );
         assert_eq!(
@@ -294,30 +255,17 @@ mod tests {
         let old = secret();
         let new = Secret::new(b"the next secret, thirty-two bytes or more".to_vec()).expect("long");
         let rotated = new.clone().also_verifying(old.clone());
-        let before = issue_token(&old, "alice", 2_000);
-        let after = issue_token(&rotated, "alice", 2_000);
+        let before = sign_download(&old, "alice", 2_000);
+        let after = sign_download(&rotated, "alice", 2_000);
         assert_eq!(
-            verify_token(&rotated, &before, 0, DAY).as_deref(),
+            verify_download(&rotated, &before, 0).as_deref(),
             Ok("alice")
         );
-        assert_eq!(verify_token(&new, &after, 0, DAY).as_deref(), Ok("alice"));
+        assert_eq!(verify_download(&new, &after, 0).as_deref(), Ok("alice"));
         // The new secret signs; a node that has not rotated yet refuses its tokens.
         assert_eq!(
-            verify_token(&old, &after, 0, DAY),
+            verify_download(&old, &after, 0),
             Err(TokenError::BadSignature)
-        );
-    }
-
-    #[test]
-    fn a_token_claiming_a_longer_life_than_allowed_is_refused() {
-        let t = issue_token(&secret(), "alice", 10 * DAY);
-        assert_eq!(
-            verify_token(&secret(), &t, 0, DAY),
-            Err(TokenError::TooLong)
-        );
-        assert_eq!(
-            verify_token(&secret(), &t, 9 * DAY, DAY).as_deref(),
-            Ok("alice")
         );
     }
 

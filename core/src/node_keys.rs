@@ -1,17 +1,18 @@
 //! The node's own keys, one a purpose, derived with HKDF-SHA256 (RFC 5869) from the node
 //! secret (`secret_file`), so that a key that leaks from one purpose opens no other.
+//! Nodes and order workers hold the secret; nobody else needs it (a shop's tokens are
+//! checked with the shop's public keys, see [`crate::identity`]).
 //!
-//! - the **shop's token key** signs shoppers' tokens: the one key a shop holds
-//!   (`seckill-dataplane keys shop-token` writes it), and all it can sign;
-//! - the **demo issuer's key** signs the tokens of `POST /api/session`;
+//! - the **demo issuer's key** (Ed25519) signs the tokens of `POST /api/session`;
 //! - the **ticket key** signs proof-of-work tickets and waiting-room passes;
 //! - the **receipt key** signs a shopper's place in a waiting room's line;
 //! - the **download key** signs download links;
 //! - the **licence key** derives the licence keys of campaigns without a code pool.
 //!
-//! Nodes and order workers hold the secret and derive the rest. Rotation is the secret's:
-//! each key is derived from every secret the node holds (`verify_secret_files`), the
-//! first of which signs.
+//! Rotation is the secret's: each key is derived from every secret the node holds
+//! (`verify_secret_files`), the first of which signs.
+
+use std::sync::Arc;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
@@ -19,11 +20,11 @@ use hkdf::Hkdf;
 use sha2::Sha256;
 
 use crate::auth::Secret;
+use crate::identity::Signer;
 
 /// What a key is for: each is derived under a label of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
-    ShopTokens,
     DemoTokens,
     Tickets,
     Receipts,
@@ -32,8 +33,7 @@ pub enum Purpose {
 }
 
 impl Purpose {
-    pub const ALL: [Purpose; 6] = [
-        Purpose::ShopTokens,
+    pub const ALL: [Purpose; 5] = [
         Purpose::DemoTokens,
         Purpose::Tickets,
         Purpose::Receipts,
@@ -44,7 +44,6 @@ impl Purpose {
     /// HKDF's `info`: the purpose, and the version of the derivation.
     fn label(self) -> &'static [u8] {
         match self {
-            Purpose::ShopTokens => b"seckill v1: shop tokens",
             Purpose::DemoTokens => b"seckill v1: demo issuer tokens",
             Purpose::Tickets => b"seckill v1: tickets and passes",
             Purpose::Receipts => b"seckill v1: waiting room receipts",
@@ -57,15 +56,23 @@ impl Purpose {
 /// HKDF's salt: public and fixed; the secret is the input keying material.
 const SALT: &[u8] = b"seckill node keys";
 
-/// The key of `purpose` under the node secret `secret`: 32 bytes, as the base64url text a
-/// key file holds and HMAC takes as its key.
-pub fn derive(secret: &[u8], purpose: Purpose) -> String {
+/// The demo issuer's key id, in its tokens' headers.
+pub const DEMO_KID: &str = "seckill-demo";
+
+/// The 32 bytes of `purpose` under the node secret `secret`.
+fn okm(secret: &[u8], purpose: Purpose) -> [u8; 32] {
     let mut okm = [0u8; 32];
     Hkdf::<Sha256>::new(Some(SALT), secret)
         .expand(purpose.label(), &mut okm)
         // 32 bytes is within HKDF-SHA256's 8,160: the error case cannot happen.
         .unwrap_or_else(|_| unreachable!());
-    B64.encode(okm)
+    okm
+}
+
+/// The key of `purpose` under the node secret `secret`: 32 bytes, as the base64url text
+/// HMAC takes as its key.
+pub fn derive(secret: &[u8], purpose: Purpose) -> String {
+    B64.encode(okm(secret, purpose))
 }
 
 /// The key of `purpose` under one node secret, ready to sign and verify.
@@ -86,8 +93,7 @@ fn keyed(secrets: &[Vec<u8>], purpose: Purpose) -> Secret {
 /// Every key a node or an order worker uses, derived from its secrets.
 #[derive(Clone, Debug)]
 pub struct NodeKeys {
-    shoppers: Secret,
-    demo: Secret,
+    demo: Arc<Signer>,
     tickets: Secret,
     receipts: Secret,
     downloads: Secret,
@@ -96,23 +102,18 @@ pub struct NodeKeys {
 
 impl NodeKeys {
     /// The keys of `secrets` (the signing secret first, then the older ones that still
-    /// verify; none empty). Shoppers' tokens are the shop's, and with `demo_issuer` the
-    /// demo issuer's too.
-    pub fn derive(secrets: &[Vec<u8>], demo_issuer: bool) -> NodeKeys {
+    /// verify; none empty).
+    pub fn derive(secrets: &[Vec<u8>]) -> NodeKeys {
         assert!(
             !secrets.is_empty(),
             "a node derives its keys from one secret or more"
         );
         let key = |p| keyed(secrets, p);
-        let demo = key(Purpose::DemoTokens);
-        let shop = key(Purpose::ShopTokens);
         NodeKeys {
-            shoppers: if demo_issuer {
-                shop.also_verifying(demo.clone())
-            } else {
-                shop
-            },
-            demo,
+            demo: Arc::new(Signer::ed25519(
+                &okm(&secrets[0], Purpose::DemoTokens),
+                DEMO_KID,
+            )),
             tickets: key(Purpose::Tickets),
             receipts: key(Purpose::Receipts),
             downloads: key(Purpose::Downloads),
@@ -120,13 +121,9 @@ impl NodeKeys {
         }
     }
 
-    /// Verifies shoppers' tokens: the shop's key, and the demo issuer's when it is on.
-    pub fn shoppers(&self) -> &Secret {
-        &self.shoppers
-    }
-
-    /// Signs the demo issuer's tokens.
-    pub fn demo_issuer(&self) -> &Secret {
+    /// Signs the demo issuer's tokens (Ed25519, `kid` [`DEMO_KID`]); its public key is
+    /// among the shoppers' keys while the demo issuer is on.
+    pub fn demo_issuer(&self) -> &Signer {
         &self.demo
     }
 
@@ -151,21 +148,14 @@ impl NodeKeys {
     }
 }
 
-/// The shop's token key under the node secret `secret`, as a shop signs with it: what
-/// the simulator and the tests, standing in for a shop, sign shoppers' tokens with.
-pub fn shop_signer(secret: &[u8]) -> Secret {
-    key_of(secret, Purpose::ShopTokens)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::{issue_token, sign_download, verify_download, verify_token};
+    use crate::auth::{sign_download, verify_download};
     use crate::pow::{sign_ticket, verify_ticket, Ticket};
     use crate::queue::{sign_pass, sign_receipt, verify_receipt};
 
     const SECRET: &[u8] = b"a node secret of thirty-two bytes or more";
-    const DAY: i64 = 86_400_000;
 
     #[test]
     fn each_purpose_has_a_key_of_its_own_and_none_is_the_secret() {
@@ -178,13 +168,13 @@ mod tests {
             }
         }
         // The same secret derives the same keys on every node; another, others.
-        assert_eq!(derive(SECRET, Purpose::Tickets), keys[2]);
+        assert_eq!(derive(SECRET, Purpose::Tickets), keys[1]);
         assert_ne!(
             derive(
                 b"another node secret, just as long as that",
                 Purpose::Tickets
             ),
-            keys[2]
+            keys[1]
         );
     }
 
@@ -240,50 +230,29 @@ mod tests {
     }
 
     #[test]
-    fn the_shops_key_signs_tokens_and_opens_nothing_else() {
-        let node = NodeKeys::derive(&[SECRET.to_vec()], false);
-        let shop = shop_signer(SECRET);
-        let token = issue_token(&shop, "alice", 2_000);
-        assert_eq!(
-            verify_token(node.shoppers(), &token, 0, DAY).as_deref(),
-            Ok("alice")
-        );
-        // What a leaked shop key would sign, each refused by its purpose's key.
-        let pass = sign_pass(&shop, "spring", "alice", 1, 2_000);
+    fn what_the_old_single_secret_signed_opens_nothing() {
+        let node = NodeKeys::derive(&[SECRET.to_vec()]);
+        let old = crate::auth::Secret::new(SECRET.to_vec()).expect("long");
+        let pass = sign_pass(&old, "spring", "alice", 1, 2_000);
         assert!(verify_ticket(node.tickets(), &pass, 0).is_err());
         let ticket = Ticket {
             campaign: "spring".into(),
             user: "alice".into(),
             id: "x".into(),
         };
-        assert!(verify_ticket(node.tickets(), &sign_ticket(&shop, &ticket, 2_000), 0).is_err());
-        let receipt = sign_receipt(&shop, "spring", "alice", 1, 2_000);
+        assert!(verify_ticket(node.tickets(), &sign_ticket(&old, &ticket, 2_000), 0).is_err());
+        let receipt = sign_receipt(&old, "spring", "alice", 1, 2_000);
         assert_eq!(
             verify_receipt(node.receipts(), &receipt, "spring", "alice", 0),
             None
         );
-        let link = sign_download(&shop, "spring.1.1", 2_000);
+        let link = sign_download(&old, "spring.1.1", 2_000);
         assert!(verify_download(node.downloads(), &link, 0).is_err());
-        // And what the old single secret signed is refused too.
-        let old = crate::auth::Secret::new(SECRET.to_vec()).expect("long");
-        assert!(verify_token(node.shoppers(), &issue_token(&old, "alice", 2_000), 0, DAY).is_err());
-        assert!(verify_ticket(
-            node.tickets(),
-            &sign_pass(&old, "spring", "alice", 1, 2_000),
-            0
-        )
-        .is_err());
-        assert!(verify_download(
-            node.downloads(),
-            &sign_download(&old, "spring.1.1", 2_000),
-            0
-        )
-        .is_err());
     }
 
     #[test]
     fn each_key_verifies_only_its_own_purpose() {
-        let node = NodeKeys::derive(&[SECRET.to_vec()], true);
+        let node = NodeKeys::derive(&[SECRET.to_vec()]);
         let pass = sign_pass(node.tickets(), "spring", "alice", 1, 2_000);
         assert!(verify_ticket(node.tickets(), &pass, 0).is_ok());
         let receipt = sign_receipt(node.receipts(), "spring", "alice", 1, 2_000);
@@ -294,7 +263,6 @@ mod tests {
         let link = sign_download(node.downloads(), "spring.1.1", 2_000);
         assert!(verify_download(node.downloads(), &link, 0).is_ok());
         for (name, key) in [
-            ("shoppers", node.shoppers()),
             ("receipts", node.receipts()),
             ("downloads", node.downloads()),
         ] {
@@ -308,22 +276,21 @@ mod tests {
             None
         );
         assert!(verify_download(node.tickets(), &link, 0).is_err());
-        // A demo token verifies as a shopper's only while the demo issuer is on.
-        let demo = issue_token(node.demo_issuer(), "bob", 2_000);
-        assert!(verify_token(node.shoppers(), &demo, 0, DAY).is_ok());
-        let off = NodeKeys::derive(&[SECRET.to_vec()], false);
-        assert!(verify_token(off.shoppers(), &demo, 0, DAY).is_err());
+        // The demo issuer's key is Ed25519, of its own: the same on every node of the
+        // secret, another under another secret.
+        let again = NodeKeys::derive(&[SECRET.to_vec()]);
+        assert_eq!(node.demo_issuer().jwk(), again.demo_issuer().jwk());
+        let other = NodeKeys::derive(&[b"another node secret, just as long as that".to_vec()]);
+        assert_ne!(node.demo_issuer().jwk(), other.demo_issuer().jwk());
     }
 
     #[test]
     fn a_rotated_secret_still_verifies_what_its_keys_signed() {
         let new = b"the next node secret, thirty-two bytes or more".to_vec();
-        let before = NodeKeys::derive(&[SECRET.to_vec()], false);
-        let during = NodeKeys::derive(&[new.clone(), SECRET.to_vec()], false);
+        let before = NodeKeys::derive(&[SECRET.to_vec()]);
+        let during = NodeKeys::derive(&[new.clone(), SECRET.to_vec()]);
         let link = sign_download(before.downloads(), "spring.1.1", 2_000);
         assert!(verify_download(during.downloads(), &link, 0).is_ok());
-        let token = issue_token(&shop_signer(SECRET), "alice", 2_000);
-        assert!(verify_token(during.shoppers(), &token, 0, DAY).is_ok());
         // The new secret's keys sign: a node that has not rotated yet refuses them.
         let link = sign_download(during.downloads(), "spring.1.1", 2_000);
         assert!(verify_download(before.downloads(), &link, 0).is_err());

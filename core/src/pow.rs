@@ -110,7 +110,7 @@ mod tests {
         let signed = sign_ticket(&s, &t, 1_000);
         assert_eq!(verify_ticket(&s, &signed, 999), Ok(t));
         assert_eq!(verify_ticket(&s, &signed, 1_000), Err(TokenError::Expired));
-        let user_token = auth::issue_token(&s, "alice", 1_000);
-        assert!(verify_ticket(&s, &user_token, 0).is_err());
+        let link = auth::sign_download(&s, "c.1.1", 1_000);
+        assert!(verify_ticket(&s, &link, 0).is_err());
     }
 }

@@ -24,6 +24,7 @@ pub mod answer;
 pub mod config;
 pub mod guard;
 mod http;
+pub mod identity;
 pub use http::{request, ApiError};
 pub mod logs;
 pub mod metrics;

@@ -108,8 +108,7 @@ fn a_shopper_the_shop_hands_over_in_the_fragment_buys_and_the_token_leaves_the_a
     let node = Node::start(&redis, 1);
     open_sale(&redis, &node, spec("handed", 3, 1, 1));
     // The shop's backend signs its shopper's token and links to the page with it.
-    let token =
-        seckill_core::auth::issue_token(&secret(), "carol", seckill_core::now_ms() + 600_000);
+    let token = shopper_token("carol", seckill_core::now_ms() + 600_000);
 
     let b = browser();
     b.open(&format!("{}#token={token}", node.url("/c/handed")));

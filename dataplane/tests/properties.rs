@@ -6,9 +6,8 @@
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
 
-use seckill_core::auth::{
-    issue_token, sign_download, valid_user_id, verify_download, verify_token, Secret, TokenError,
-};
+use seckill_core::auth::{sign_download, valid_user_id, verify_download, Secret, TokenError};
+use seckill_core::identity::{self, KeySet, Rules, Signer};
 use seckill_core::keys::{partition_of, PartitionKeys};
 use seckill_dataplane::guard::bucket::Bucket;
 use seckill_dataplane::guard::pow::{sign_ticket, verify_ticket, Ticket};
@@ -17,6 +16,25 @@ use seckill_dataplane::store::slot_of;
 
 fn secret() -> Secret {
     Secret::new(b"property tests, a long enough secret".to_vec()).expect("secret")
+}
+
+/// The shop's key, and what a node checks its tokens against.
+fn shop() -> (Signer, KeySet, Rules) {
+    let k = Signer::ed25519(&[9; 32], "shop");
+    let keys = KeySet::default().with(k.public_key());
+    let rules = Rules {
+        issuer: "https://shop.example".into(),
+        audience: "seckill".into(),
+        leeway_s: 0,
+        max_ttl_s: 10_000_000,
+    };
+    (k, keys, rules)
+}
+
+fn jwt(k: &Signer, user: &str, exp_s: i64) -> String {
+    k.sign(&serde_json::json!({
+        "sub": user, "iss": "https://shop.example", "aud": "seckill", "exp": exp_s,
+    }))
 }
 
 /// Valid user ids: what the demo issuer and identity providers hand out.
@@ -48,17 +66,17 @@ proptest! {
     }
 
     #[test]
-    fn a_token_verifies_as_its_user_until_it_expires(user in user_id(), ttl in 1i64..10_000_000, now in 0i64..1_000_000_000_000) {
-        let s = secret();
-        let t = issue_token(&s, &user, now + ttl);
-        prop_assert_eq!(verify_token(&s, &t, now, i64::MAX), Ok(user.clone()));
-        prop_assert_eq!(verify_token(&s, &t, now + ttl, i64::MAX), Err(TokenError::Expired));
+    fn a_shoppers_token_verifies_as_its_user_until_it_expires(user in user_id(), ttl in 1i64..10_000_000, now in 1_000_000_000i64..2_000_000_000) {
+        let (k, keys, rules) = shop();
+        let t = jwt(&k, &user, now + ttl);
+        prop_assert_eq!(identity::verify(&keys, &rules, &t, now * 1000).map(|s| s.user), Ok(user.clone()));
+        prop_assert_eq!(identity::verify(&keys, &rules, &t, (now + ttl) * 1000), Err(identity::Refused::Expired));
     }
 
     #[test]
-    fn a_changed_token_never_verifies(user in user_id(), at in any::<prop::sample::Index>(), with in any::<u8>()) {
-        let s = secret();
-        let t = issue_token(&s, &user, i64::MAX / 2);
+    fn a_changed_shoppers_token_never_verifies_as_another(user in user_id(), at in any::<prop::sample::Index>(), with in any::<u8>()) {
+        let (k, keys, rules) = shop();
+        let t = jwt(&k, &user, 1_900_000_000);
         let mut bytes = t.clone().into_bytes();
         let i = at.index(bytes.len());
         prop_assume!(bytes[i] != with);
@@ -66,27 +84,27 @@ proptest! {
         if let Ok(changed) = String::from_utf8(bytes) {
             // Base64 has a few spellings of the same bytes; a change that decodes to the
             // same token is the same token.
-            if let Ok(u) = verify_token(&s, &changed, 0, i64::MAX) {
-                prop_assert_eq!(u, user);
+            if let Ok(s) = identity::verify(&keys, &rules, &changed, 1_800_000_000_000) {
+                prop_assert_eq!(s.user, user);
             }
         }
     }
 
     #[test]
-    fn a_token_moves_no_character_between_user_and_expiry(user in "[a-z]{1,20}[0-9]{1,3}", exp in 1_000_000_000_000i64..2_000_000_000_000) {
-        // The signature covers the user and the expiry as separate fields: the token of
-        // "alice7" expiring at E is no token of "alice" expiring at "7E".
+    fn a_link_moves_no_character_between_order_and_expiry(order in "[a-z]{1,20}[0-9]{1,3}", exp in 1_000_000_000_000i64..2_000_000_000_000) {
+        // The signature covers the order and the expiry as separate fields: the link of
+        // "alice7" expiring at E is no link of "alice" expiring at "7E".
         let s = secret();
-        let t = issue_token(&s, &user, exp);
+        let t = sign_download(&s, &order, exp);
         let mut parts = t.split('.');
-        let (_, e, sig) = (parts.next().expect("user"), parts.next().expect("exp"), parts.next().expect("sig"));
-        let (short, moved) = user.split_at(user.len() - 1);
+        let (_, e, sig) = (parts.next().expect("order"), parts.next().expect("exp"), parts.next().expect("sig"));
+        let (short, moved) = order.split_at(order.len() - 1);
         use base64::Engine;
         let forged = format!(
             "{}.{moved}{e}.{sig}",
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(short)
         );
-        prop_assert_eq!(verify_token(&s, &forged, 0, i64::MAX), Err(TokenError::BadSignature));
+        prop_assert_eq!(verify_download(&s, &forged, 0), Err(TokenError::BadSignature));
     }
 
     #[test]
@@ -100,12 +118,14 @@ proptest! {
         let ticket = Ticket { campaign, user: user.clone(), id };
         let signed = sign_ticket(&s, &ticket, i64::MAX / 2);
         prop_assert_eq!(verify_ticket(&s, &signed, 0), Ok(ticket));
-        // A ticket is no session token, and a download link is neither.
-        prop_assert_eq!(verify_token(&s, &signed, 0, i64::MAX), Err(TokenError::BadSignature));
+        // A ticket is no link, a link no ticket, and neither a shopper's token.
+        prop_assert!(verify_download(&s, &signed, 0).is_err());
         let link = sign_download(&s, &order, i64::MAX / 2);
         prop_assert_eq!(verify_download(&s, &link, 0), Ok(order));
         prop_assert!(verify_ticket(&s, &link, 0).is_err());
-        prop_assert!(verify_token(&s, &link, 0, i64::MAX).is_err());
+        let (_, keys, rules) = shop();
+        prop_assert!(identity::verify(&keys, &rules, &link, 0).is_err());
+        prop_assert!(identity::verify(&keys, &rules, &signed, 0).is_err());
         prop_assert!(valid_user_id(&user));
     }
 

@@ -4,8 +4,7 @@
 
 mod common;
 
-use common::{open_sale, secret, spec, Node, Redis};
-use seckill_core::auth::issue_token;
+use common::{open_sale, shopper_token, spec, Node, Redis};
 use seckill_core::keys::partition_of;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -63,12 +62,11 @@ fn crowd_node(redis: &Redis) -> Node {
 
 /// A token for each user, valid for ten minutes.
 fn tokens(users: impl IntoIterator<Item = String>) -> Arc<Vec<String>> {
-    let secret = secret();
     let until = seckill_core::now_ms() + 600_000;
     Arc::new(
         users
             .into_iter()
-            .map(|u| issue_token(&secret, &u, until))
+            .map(|u| shopper_token(&u, until))
             .collect(),
     )
 }

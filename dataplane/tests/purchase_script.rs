@@ -4,8 +4,7 @@
 
 mod common;
 
-use common::{get_text, open_sale, secret, spec, Node, Redis};
-use seckill_core::auth::issue_token;
+use common::{get_text, open_sale, shopper_token, spec, Node, Redis};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -33,16 +32,9 @@ fn purchases_waiting_for_one_partition_share_a_call_and_each_gets_its_own_answer
     let node = Node::start(&redis, 1);
     open_sale(&redis, &node, spec("lane", STOCK, 1, 1));
     let calls_before = counter(&node, "seckill_purchase_calls_total");
-    let secret = secret();
     let tokens: Arc<Vec<String>> = Arc::new(
         (0..SHOPPERS)
-            .map(|i| {
-                issue_token(
-                    &secret,
-                    &format!("lane-{i}"),
-                    seckill_core::now_ms() + 600_000,
-                )
-            })
+            .map(|i| shopper_token(&format!("lane-{i}"), seckill_core::now_ms() + 600_000))
             .collect(),
     );
     // Every shopper's purchase is sent twice with the same key, from two threads at once.

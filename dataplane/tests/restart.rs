@@ -4,8 +4,7 @@
 
 mod common;
 
-use common::{ledger_holds, open_sale, reconciled, secret, spec, Node, Redis};
-use seckill_core::auth::issue_token;
+use common::{ledger_holds, open_sale, reconciled, shopper_token, spec, Node, Redis};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,13 +26,12 @@ fn a_node_restarted_in_a_surge_never_calls_the_live_sale_unknown() {
             let (url, stop, next_user) = (url.clone(), stop.clone(), next_user.clone());
             let (answers, acknowledged) = (answers.clone(), acknowledged.clone());
             std::thread::spawn(move || {
-                let secret = secret();
                 let new_agent =
                     || common::agent_with(|c| c.timeout_global(Some(Duration::from_secs(5))));
                 let mut agent = new_agent();
                 while !stop.load(Ordering::Relaxed) {
                     let user = format!("u{}", next_user.fetch_add(1, Ordering::Relaxed));
-                    let token = issue_token(&secret, &user, seckill_core::now_ms() + 600_000);
+                    let token = shopper_token(&user, seckill_core::now_ms() + 600_000);
                     let reply = agent
                         .post(&url)
                         .header("Authorization", &format!("Bearer {token}"))

@@ -6,10 +6,11 @@
 mod common;
 
 use common::{
-    agent, answers, body_json, body_text, free_port, open_sale, secret, spec, status_of,
-    wait_until, write_secret, Node, Redis, SECRET,
+    agent, answers, body_json, body_text, free_port, node_keys, open_sale, shopper_token, spec,
+    status_of, wait_until, write_jwks, write_secret, Node, Redis, AUDIENCE, ISSUER, SECRET,
 };
-use seckill_core::auth::{issue_token, Secret};
+use seckill_core::auth::Secret;
+use seckill_core::identity::Signer;
 use std::path::Path;
 use std::process::{Child, Command, Output};
 use std::time::Duration;
@@ -54,6 +55,29 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
     write_secret(dir.path());
     let (port, admin) = (free_port(), free_port());
     let password_file = redis.users().join("node.password");
+    // The shop's key pair, as `keys new` makes it: the private key (mode 0600, never
+    // written over) for the shop, its public key in the JWKS for the nodes.
+    let new_key = || {
+        dataplane(
+            dir.path(),
+            &[
+                "keys", "new", "--alg", "EdDSA", "--kid", "shop-1", "--dir", ".",
+            ],
+        )
+        .output()
+        .expect("keys new")
+    };
+    let made = new_key();
+    assert!(made.status.success(), "{}", stderr(&made));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir.path().join("shop-1.pem"))
+        .expect("shop-1.pem")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let again = new_key();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(stderr(&again).contains("--kid"), "{}", stderr(&again));
     let log = std::fs::File::create(dir.path().join("node.log")).expect("log");
     let _node = Proc(
         dataplane(
@@ -68,6 +92,10 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
                 password_file.to_str().expect("utf-8"),
                 "--secret-file",
                 "secret",
+                "--jwks-file",
+                "jwks.json",
+                "--token-issuer",
+                "https://shop.example",
             ],
         )
         // Only so that tests in parallel do not share the default admin port.
@@ -93,7 +121,7 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
     assert_eq!(code, 404, "{body}");
     assert!(!body.contains("token"), "{body}");
 
-    // The shop's backend signs its shoppers' tokens with the shop's token key.
+    // The shop's backend signs its shoppers' tokens with its private key.
     let mut con = redis.con();
     let s = spec("deploy", 10, 2, 1);
     seckill_core::control::create(&mut con, s).expect("create");
@@ -106,7 +134,6 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
         Duration::from_secs(5),
         || (0..16).all(|_| get(&format!("{base}/api/campaigns/deploy")).1["state"] == "live"),
     );
-    let shop = secret();
     let now = seckill_core::now_ms();
     let buy = |token: &str| match agent()
         .post(&format!("{base}/api/campaigns/deploy/purchase"))
@@ -116,34 +143,7 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
         Ok(r) => (r.status().as_u16(), body_json(r)),
         Err(e) => panic!("{e}"),
     };
-    let (code, body) = buy(&issue_token(&shop, "alice", now + 600_000));
-    assert_eq!(code, 200, "{body}");
-    // The API guide's example of a shop's backend, in Python, signs tokens the node takes
-    // with the key `keys shop-token` writes (mode 0600, and never over a file).
-    let shop_token = || {
-        let args = [
-            "keys",
-            "shop-token",
-            "--secret-file",
-            "secret",
-            "--out",
-            "shop.key",
-        ];
-        dataplane(dir.path(), &args)
-            .output()
-            .expect("keys shop-token")
-    };
-    let key = shop_token();
-    assert!(key.status.success(), "{}", stderr(&key));
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(dir.path().join("shop.key"))
-        .expect("shop.key")
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o600);
-    let again = shop_token();
-    assert_eq!(again.status.code(), Some(2));
-    assert!(stderr(&again).contains("--out"), "{}", stderr(&again));
+    // The API guide's example of a shop's backend: PyJWT signs with the key file.
     let out = Command::new("python3")
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -151,7 +151,9 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
         ))
         .args([
             "--key-file",
-            "shop.key",
+            "shop-1.pem",
+            "--issuer",
+            "https://shop.example",
             "--ttl-s",
             "600",
             "carol@example.com",
@@ -163,7 +165,13 @@ fn a_node_started_as_the_deployment_guide_says_signs_no_tokens_and_keeps_its_lim
     let (code, body) = buy(String::from_utf8_lossy(&out.stdout).trim());
     assert_eq!(code, 200, "{body}");
     // However far its expiry, a token is worth max_token_ttl_s (a day) at most.
-    let (code, body) = buy(&issue_token(&shop, "bob", now + 7 * 86_400_000));
+    let shop = Signer::read(&dir.path().join("shop-1.pem")).expect("the shop's key");
+    let (code, body) = buy(&shop.shopper_token(
+        "bob",
+        "https://shop.example",
+        "seckill",
+        now + 7 * 86_400_000,
+    ));
     assert_eq!(code, 401, "{body}");
     assert!(
         body["message"]
@@ -203,8 +211,9 @@ fn settings_that_would_open_a_node_up_refuse_to_start_and_say_why() {
     let redis = Redis::start();
     let dir = tempfile::tempdir().expect("tempdir");
     write_secret(dir.path());
+    write_jwks(dir.path());
     let password = redis.users().join("node.password");
-    let base_args = |listen: String| {
+    let without_keys = |listen: String| {
         vec![
             "serve".to_string(),
             "--listen".into(),
@@ -217,6 +226,11 @@ fn settings_that_would_open_a_node_up_refuse_to_start_and_say_why() {
             "secret".into(),
         ]
     };
+    let base_args = |listen: String| {
+        let mut args = without_keys(listen);
+        args.extend(["--jwks-file", "jwks.json", "--token-issuer", ISSUER].map(String::from));
+        args
+    };
     let run = |args: Vec<String>, envs: &[(&str, String)]| {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut cmd = dataplane(dir.path(), &args);
@@ -226,6 +240,13 @@ fn settings_that_would_open_a_node_up_refuse_to_start_and_say_why() {
         }
         cmd
     };
+
+    // No way to tell a shopper: neither the shop's keys nor the demo issuer.
+    let o = run(without_keys(format!("127.0.0.1:{}", free_port())), &[])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("identity.jwks_file"), "{}", stderr(&o));
 
     // The demo issuer beyond loopback.
     let mut args = base_args(format!("0.0.0.0:{}", free_port()));
@@ -328,11 +349,11 @@ fn just_secret_writes_a_file_only_its_owner_can_read() {
 }
 
 #[test]
-fn a_rotated_secret_still_accepts_the_previous_ones_tokens() {
+fn a_rotated_node_secret_leaves_the_shops_tokens_alone_and_signs_with_the_new_one() {
     let redis = Redis::start();
     let keys = tempfile::tempdir().expect("tempdir");
     let previous = keys.path().join("previous");
-    let old = b"the secret the shop signed with until today";
+    let old = b"the node secret of the fleet until today";
     seckill_core::secrets::create_private(&previous, old).expect("write");
     let node = Node::start_with(
         &redis,
@@ -342,24 +363,14 @@ fn a_rotated_secret_still_accepts_the_previous_ones_tokens() {
     open_sale(&redis, &node, spec("rot", 10, 1, 1));
     let c = node.client();
     let now = seckill_core::now_ms();
-    // Signed as the shop signs: with the shop's key of each node secret.
-    let signed_by = |secret: &[u8], user: &str| {
-        issue_token(
-            &seckill_core::node_keys::shop_signer(secret),
-            user,
-            now + 60_000,
-        )
-    };
-    assert_eq!(c.purchase("rot", &signed_by(old, "old"), None).0, 200);
+    // The shop's tokens are the shop's key's, whatever the nodes' secret.
     assert_eq!(
-        c.purchase("rot", &signed_by(SECRET.as_bytes(), "new"), None)
+        c.purchase("rot", &shopper_token("shopper", now + 60_000), None)
             .0,
         200
     );
-    let stranger = signed_by(b"a secret nobody configured, long enough", "x");
-    assert_eq!(c.purchase("rot", &stranger, None).0, 401);
-    // A token signed with a node secret itself, not the shop's key of it, is refused.
-    let raw = issue_token(
+    // A token of the old format, signed with a node secret, is no token.
+    let raw = seckill_core::auth::sign_download(
         &Secret::new(old.to_vec()).expect("secret"),
         "raw",
         now + 60_000,
@@ -367,10 +378,17 @@ fn a_rotated_secret_still_accepts_the_previous_ones_tokens() {
     assert_eq!(c.purchase("rot", &raw, None).0, 401);
     // What the node signs itself (the demo issuer's tokens here) uses the first secret.
     let own = c.token("own");
-    let first = seckill_core::node_keys::NodeKeys::derive(&[SECRET.as_bytes().to_vec()], true);
-    assert!(seckill_core::auth::verify_token(first.demo_issuer(), &own, now, i64::MAX).is_ok());
+    let first = node_keys();
+    let trusted = seckill_core::identity::KeySet::default().with(first.demo_issuer().public_key());
+    let rules = seckill_core::identity::Rules {
+        issuer: ISSUER.into(),
+        audience: AUDIENCE.into(),
+        leeway_s: 30,
+        max_ttl_s: 86_400,
+    };
+    assert!(seckill_core::identity::verify(&trusted, &rules, &own, now).is_ok());
     let l = common::ledger_holds(&redis, "rot");
-    assert_eq!(l.held, 2, "{l}");
+    assert_eq!(l.held, 1, "{l}");
 }
 
 /// The error of one command, or "ok".

@@ -44,10 +44,16 @@ pub struct FloodArgs {
     pub slow_ramp_s: f64,
     #[arg(long, default_value_t = 10.0)]
     pub duration_s: f64,
-    /// Sign real shoppers' tokens with this secret, so the requests with a broken body
-    /// get past authentication to the body's checks.
-    #[arg(long)]
-    pub secret_file: Option<PathBuf>,
+    /// Sign real shoppers' tokens with the shop's private key, so the requests with a
+    /// broken body get past authentication to the body's checks.
+    #[arg(long, env = "SECKILL_TOKEN_KEY")]
+    pub token_key: Option<PathBuf>,
+    /// The `iss` of the tokens signed with --token-key: the nodes' identity.issuer.
+    #[arg(long, env = "SECKILL_TOKEN_ISSUER")]
+    pub token_issuer: Option<String>,
+    /// The `aud` of the tokens signed with --token-key (default seckill).
+    #[arg(long, env = "SECKILL_TOKEN_AUDIENCE")]
+    pub token_audience: Option<String>,
     /// Write the report as JSON here ("-" for standard output).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -259,12 +265,14 @@ pub fn flood(a: &FloodArgs) -> anyhow::Result<FloodReport> {
     if a.slow > 60_000 {
         anyhow::bail!("--slow: at most 60000 connections");
     }
-    // Tokens signed as the shop signs them: with the shop's key of the node secret.
-    let secret = match &a.secret_file {
-        Some(path) => Some(seckill_core::node_keys::shop_signer(
-            &seckill_core::secrets::read_secret(path)
-                .map_err(|e| anyhow::anyhow!("--secret-file: {e}"))?,
-        )),
+    // Tokens signed as the shop signs them: with the shop's private key.
+    let shop = match &a.token_key {
+        Some(path) => Some(crate::shop::ShopSigner::new(
+            path,
+            a.token_issuer.as_deref(),
+            a.token_audience.as_deref(),
+            |f| format!("--token-{f}"),
+        )?),
         None => None,
     };
     let expires = seckill_core::now_ms() + 3_600_000;
@@ -290,9 +298,9 @@ pub fn flood(a: &FloodArgs) -> anyhow::Result<FloodReport> {
                 let due = start + every.mul_f64(n as f64);
                 tokio::time::sleep_until(due.into()).await;
                 report.borrow_mut().malformed_sent += 1;
-                let token = secret
+                let token = shop
                     .as_ref()
-                    .map(|s| seckill_core::auth::issue_token(s, &format!("flood-{n}"), expires));
+                    .map(|s| s.token(&format!("flood-{n}"), expires));
                 tokio::task::spawn_local(one_malformed(target, n, token, report.clone()));
                 n += 1;
             }

@@ -40,6 +40,7 @@ pub mod room;
 pub mod run;
 pub mod scenario;
 pub mod session;
+pub mod shop;
 pub mod tally;
 pub mod verdict;
 

@@ -26,7 +26,8 @@ fn queued(dir: &std::path::Path, target: &str, redis: &str) -> Scenario {
 target = "{target}"
 redis = "{redis}"
 redis_password_file = "{d}/users/ops.password"
-secret_file = "{d}/secret"
+token_key = "{d}/test-shop.pem"
+token_issuer = "https://shop.test"
 stores = ["{d}/orders-a.sqlite", "{d}/orders-b.sqlite"]
 duration_s = 4
 threads = 2

@@ -39,7 +39,8 @@ fn scenario(dir: &Path, target: &str, redis: &str) -> std::path::PathBuf {
 target = "{target}"
 redis = "{redis}"
 redis_password_file = "{d}/users/ops.password"
-secret_file = "{d}/secret"
+token_key = "{d}/test-shop.pem"
+token_issuer = "https://shop.test"
 stores = ["{d}/orders-a.sqlite"]
 duration_s = 3
 threads = 2

@@ -28,7 +28,8 @@ fn scenario_with(
 target = "{target}"
 redis = "{redis}"
 redis_password_file = "{d}/users/ops.password"
-secret_file = "{secret}"
+token_key = "{key}"
+token_issuer = "https://shop.test"
 stores = ["{d}/orders-a.sqlite", "{d}/orders-b.sqlite"]
 duration_s = 3
 threads = 2
@@ -54,7 +55,7 @@ sybil = 0.06
 [thresholds]
 p99_ms = 2000
 "#,
-        secret = dir.join("secret").display(),
+        key = dir.join("test-shop.pem").display(),
         d = dir.display(),
         campaign = campaign.display(),
     );

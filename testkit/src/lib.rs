@@ -35,6 +35,9 @@ pub use node::{Node, WorkerProc};
 pub use ports::free_port;
 pub use process::{dataplane_bin, Process};
 pub use server::Redis;
-pub use tokens::{node_keys, secret, write_secret, SECRET};
+pub use tokens::{
+    node_keys, shop, shopper_token, write_jwks, write_secret, write_shop_key, AUDIENCE, ISSUER,
+    SECRET,
+};
 pub use users::{make_users, url_as, RedisUrl};
 pub use wait::wait_until;

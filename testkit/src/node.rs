@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::http::{agent, agent_with, answer, answers, Answer, Client};
 use crate::ports::free_port;
 use crate::process::{dataplane_bin, Process};
-use crate::tokens::write_secret;
+use crate::tokens::{write_jwks, write_secret};
 use crate::users::RedisUrl;
 use crate::wait::wait_until;
 
@@ -43,6 +43,17 @@ impl Node {
         Self::launch(redis, shards, "", true, Some((format, filter)))
     }
 
+    /// [`Node::start_logging`], with `extra` TOML at the end of its config file.
+    pub fn start_logging_with(
+        redis: &impl RedisUrl,
+        shards: usize,
+        extra: &str,
+        format: &str,
+        filter: &str,
+    ) -> Node {
+        Self::launch(redis, shards, extra, true, Some((format, filter)))
+    }
+
     /// The node's process id.
     pub fn pid(&self) -> u32 {
         self.process.pid()
@@ -65,12 +76,17 @@ impl Node {
         let admin_port = free_port();
         write_secret(dir.path());
         let d = dir.path().display();
-        // The demo issuer signs the tests' tokens, but for a node behind a proxy, which
-        // may not run it: its tests sign theirs with the shop's key (`secret()`).
+        // The nodes take the test shop's tokens (`shopper_token`), and the demo issuer's
+        // but for a node behind a proxy, which may not run it.
         let demo_issuer = !extra.contains("trusted_proxies");
+        let identity = if extra.contains("[identity]") {
+            String::new()
+        } else {
+            write_jwks(dir.path())
+        };
         let config = format!(
             "listen = \"127.0.0.1:{port}\"\n{}shards = {shards}\ndemo_issuer = {demo_issuer}\n\
-             secret_file = \"{d}/secret\"\ncontent_dir = \"{d}/content\"\n{extra}\n\
+             secret_file = \"{d}/secret\"\ncontent_dir = \"{d}/content\"\n{extra}\n{identity}\
              [worker]\nenabled = {worker}\nname = \"w{port}\"\ndb = \"{d}/orders.sqlite\"\nclaim_idle_ms = 1000\n\
              [limits]\nip_rate = 0\nuser_rate = 0\nauto_block_refusals = 0\n",
             redis.node_config(),

@@ -1,12 +1,16 @@
-//! The node secret the test nodes share, and the keys derived from it: the shop's, which
-//! signs shoppers' tokens, and the nodes' own (tickets, download links …).
+//! The node secret the test nodes share, the keys derived from it, and the test shop: its
+//! signing key, the JWKS the nodes read, and shoppers' tokens as a shop issues them.
 
 use std::path::Path;
 
-use seckill_core::auth::Secret;
-use seckill_core::node_keys::{self, NodeKeys};
+use seckill_core::identity::Signer;
+use seckill_core::node_keys::NodeKeys;
 
 pub const SECRET: &str = "test secret, long enough for HMAC";
+/// The test shop's issuer (`iss`), as the test nodes require it.
+pub const ISSUER: &str = "https://shop.test";
+/// The nodes' audience (`aud`), the default.
+pub const AUDIENCE: &str = "seckill";
 
 /// `dir/secret`, readable by its owner only, as a node wants it.
 pub fn write_secret(dir: &Path) {
@@ -14,12 +18,40 @@ pub fn write_secret(dir: &Path) {
         .expect("write secret");
 }
 
-/// The shop's key of the nodes' secret, to sign shoppers' tokens as a shop would.
-pub fn secret() -> Secret {
-    node_keys::shop_signer(SECRET.as_bytes())
+const SHOP_SEED: [u8; 32] = [0x5e; 32];
+
+/// The test shop's signing key (Ed25519, `kid` `test-shop`).
+pub fn shop() -> Signer {
+    Signer::ed25519(&SHOP_SEED, "test-shop")
 }
 
-/// The test nodes' own keys (no demo issuer's among the shoppers' keys).
+/// `dir/test-shop.pem`, the test shop's private key as `keys new` writes one (the
+/// simulator's `token_key`), and its path.
+pub fn write_shop_key(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("test-shop.pem");
+    let (_, pem) = Signer::ed25519_with_pem(&SHOP_SEED, "test-shop");
+    seckill_core::secrets::create_private(&path, pem.as_bytes()).expect("write the shop's key");
+    path
+}
+
+/// A shopper's token as the test shop issues it: `user`, until `expires_ms`.
+pub fn shopper_token(user: &str, expires_ms: i64) -> String {
+    shop().shopper_token(user, ISSUER, AUDIENCE, expires_ms)
+}
+
+/// `dir/jwks.json`, the test shop's public key, and the `[identity]` section that has a
+/// node read it.
+pub fn write_jwks(dir: &Path) -> String {
+    let path = dir.join("jwks.json");
+    let jwks = serde_json::json!({"keys": [shop().jwk()]});
+    std::fs::write(&path, jwks.to_string()).expect("write jwks");
+    format!(
+        "[identity]\njwks_file = \"{}\"\nissuer = \"{ISSUER}\"\n",
+        path.display()
+    )
+}
+
+/// The test nodes' own keys.
 pub fn node_keys() -> NodeKeys {
-    NodeKeys::derive(&[SECRET.as_bytes().to_vec()], false)
+    NodeKeys::derive(&[SECRET.as_bytes().to_vec()])
 }

@@ -12,7 +12,7 @@ use super::*;
 fn meaning(status: u16) -> &'static str {
     match status {
         400 => "bad input: malformed JSON, unknown fields, a value out of range",
-        401 => "no valid token: missing, forged, expired, or living longer than allowed",
+        401 => "no valid token: missing, malformed, forged, expired, not yet valid, of an unknown key, another issuer or audience, or living longer than allowed",
         403 => "refused: blocked, a missing or used ticket, a bad challenge or link, a proxied request to the demo issuer",
         404 => "no such route, campaign or order (another user's orders included)",
         405 => "the route takes another method",
@@ -182,7 +182,7 @@ pub fn openapi() -> Value {
             "/api/openapi.json": { "get": op("This description", &[], vec![], None,
                 answers(json_answer("the OpenAPI description", json!({ "type": "object" })), &[429])) },
             "/api/session": { "post": op("A token for any user: the demo issuer, off unless demo_issuer is on (on loopback only; 403 to a request a proxy forwarded)", &[], vec![], Some(body("SessionBody")),
-                answers(json_answer("a signed token", reference("Session")), &[400, 403, 404, 408, 413, 429])) },
+                answers(json_answer("a JWT signed with the demo issuer's key", reference("Session")), &[400, 403, 404, 408, 413, 429])) },
             "/api/campaigns": { "get": op("Every published campaign", &[], vec![], None,
                 answers(json_answer("the campaigns", json!({ "type": "array", "items": reference("CampaignInfo") })), &[429, 503])) },
             "/api/campaigns/{id}": { "get": op("One campaign", &[], vec![id()], None,
@@ -226,8 +226,8 @@ pub fn openapi() -> Value {
         "components": {
             "schemas": schemas(),
             "securitySchemes": {
-                "shopper": { "type": "http", "scheme": "bearer",
-                    "description": "base64url(user).expiry_ms.base64url(HMAC-SHA256), signed with the shop's token key" },
+                "shopper": { "type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+                    "description": "the shop's JWT (EdDSA, ES256 or RS256; a kid of its JWKS): sub the user id, iss identity.issuer, aud identity.audience, exp within max_token_ttl_s" },
                 "admin": { "type": "http", "scheme": "bearer",
                     "description": "admin.token; required beyond loopback" }
             }

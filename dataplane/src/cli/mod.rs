@@ -1,7 +1,7 @@
 //! The `seckill-dataplane` command line: `serve` and `worker`, which run a node and an
 //! order worker from the configuration, and the commands operators and scripts use on
 //! the control plane (`campaign`, `limits`, `blacklist`, `reconcile`), and `keys`, which
-//! writes the shop's token key: a file each.
+//! makes a shop's signing key and the JWKS the nodes read: a file each.
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -79,7 +79,7 @@ enum Command {
         #[command(subcommand)]
         command: campaign::CampaignCommand,
     },
-    /// Keys derived from the node secret for others to hold: the shop's token key.
+    /// The shop's signing keys and the JWKS the nodes read.
     Keys {
         #[command(subcommand)]
         command: keys::KeysCommand,

@@ -31,6 +31,18 @@ pub(super) struct ServeArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     demo_issuer: Option<bool>,
+    /// The shop's JWKS file, re-read when it changes ([identity] jwks_file).
+    #[arg(long, env = "SECKILL_JWKS_FILE")]
+    jwks_file: Option<std::path::PathBuf>,
+    /// The shop's JWKS at an https:// address ([identity] jwks_url).
+    #[arg(long, env = "SECKILL_JWKS_URL")]
+    jwks_url: Option<String>,
+    /// The `iss` shoppers' tokens must carry ([identity] issuer).
+    #[arg(long, env = "SECKILL_TOKEN_ISSUER")]
+    token_issuer: Option<String>,
+    /// The `aud` shoppers' tokens must carry ([identity] audience).
+    #[arg(long, env = "SECKILL_TOKEN_AUDIENCE")]
+    token_audience: Option<String>,
     /// Do not run the order worker in this process (run `worker` processes instead).
     #[arg(long, env = "SECKILL_NO_WORKER")]
     no_worker: bool,
@@ -59,6 +71,18 @@ pub(super) fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
     if a.no_worker {
         config.worker.enabled = false;
     }
+    if let Some(v) = a.jwks_file {
+        config.identity.jwks_file = Some(v);
+    }
+    if let Some(v) = a.jwks_url {
+        config.identity.jwks_url = Some(v);
+    }
+    if let Some(v) = a.token_issuer {
+        config.identity.issuer = Some(v);
+    }
+    if let Some(v) = a.token_audience {
+        config.identity.audience = v;
+    }
     if let Some(v) = a.admin_listen {
         config.admin.listen = v;
     }
@@ -66,6 +90,10 @@ pub(super) fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         config.admin.token = Some(v);
     }
     let settings = config.validate()?;
+    settings.identity.required()?;
+    if let Some(source) = settings.identity.source.clone() {
+        seckill_dataplane::identity::watch(settings.identity.keyring.clone(), source)?;
+    }
     let stop = server::stop_on_signals()?;
     let metrics = std::sync::Arc::new(seckill_dataplane::metrics::Metrics::new(
         &settings.node,

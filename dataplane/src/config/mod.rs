@@ -11,8 +11,8 @@ use seckill_core::node_keys::NodeKeys;
 mod sections;
 mod validate;
 pub use sections::{
-    AdminConfig, ControlConfig, HttpConfig, MetricsConfig, RedisClientConfig, TicketConfig,
-    WorkerConfig,
+    AdminConfig, ControlConfig, HttpConfig, IdentityConfig, MetricsConfig, RedisClientConfig,
+    TicketConfig, WorkerConfig,
 };
 
 #[derive(Debug, Clone, Deserialize)]
@@ -36,8 +36,8 @@ pub struct Config {
     /// Serve `POST /api/session`, which signs a token for any user id (demos, tests).
     /// Only on a loopback listener.
     pub demo_issuer: bool,
-    /// File holding the HMAC secret shared by every node and the shop's identity
-    /// provider (at least 32 bytes, mode 0600); it signs and verifies.
+    /// File holding the node secret, which every node and order worker holds and nobody
+    /// else (at least 32 bytes, mode 0600): the nodes' own keys derive from it.
     pub secret_file: PathBuf,
     /// Further secrets that verify but never sign: the previous one while a new one is
     /// rolled out, or the next one before it signs.
@@ -51,6 +51,7 @@ pub struct Config {
     pub content_dir: PathBuf,
     /// Lifetime of a signed download link.
     pub download_ttl_s: u64,
+    pub identity: IdentityConfig,
     pub http: HttpConfig,
     pub redis_client: RedisClientConfig,
     pub control: ControlConfig,
@@ -79,6 +80,7 @@ impl Default for Config {
             max_token_ttl_s: 86_400,
             content_dir: "data/content".into(),
             download_ttl_s: 24 * 3600,
+            identity: IdentityConfig::default(),
             http: HttpConfig::default(),
             redis_client: RedisClientConfig::default(),
             control: ControlConfig::default(),
@@ -172,6 +174,8 @@ pub struct Settings {
     /// The node's keys, one a purpose, derived from `secret_file` (and the older
     /// `verify_secret_files`).
     pub keys: NodeKeys,
+    /// Whose tokens name shoppers, and the keys that verify them.
+    pub identity: crate::identity::Identity,
     pub token_ttl: Duration,
     pub max_token_ttl: Duration,
     pub content_dir: PathBuf,
@@ -252,6 +256,12 @@ impl Config {
         let (admin_listen, admin_token) = validate::admin(&self.admin, listen)?;
         validate::metrics(&self.metrics)?;
         validate::demo_issuer(self.demo_issuer, listen, &trusted_proxies)?;
+        let keys = NodeKeys::derive(&secrets);
+        let identity = validate::identity(
+            &self.identity,
+            self.max_token_ttl_s,
+            self.demo_issuer.then(|| keys.demo_issuer().public_key()),
+        )?;
         let node = validate::node(self.node.as_deref(), listen)?;
         Ok(Settings {
             node,
@@ -262,7 +272,8 @@ impl Config {
             shards,
             pin_shards: self.pin_shards,
             demo_issuer: self.demo_issuer,
-            keys: NodeKeys::derive(&secrets, self.demo_issuer),
+            keys,
+            identity,
             token_ttl: Duration::from_secs(self.token_ttl_s),
             max_token_ttl: Duration::from_secs(self.max_token_ttl_s),
             content_dir: self.content_dir.clone(),

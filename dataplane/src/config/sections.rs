@@ -197,3 +197,38 @@ impl Default for ControlConfig {
         }
     }
 }
+
+/// `[identity]`: whose tokens name shoppers. The shop's identity provider signs JWTs
+/// and publishes its public keys as a JWKS, in a file the node re-reads when it changes
+/// or at an `https://` address.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IdentityConfig {
+    /// The shop's JWKS, re-read within seconds of a change.
+    pub jwks_file: Option<PathBuf>,
+    /// The shop's JWKS at an `https://` address, fetched at start, every few minutes,
+    /// and early when a token names a key it lacks.
+    pub jwks_url: Option<String>,
+    /// PEM certificates that alone are trusted for `jwks_url` (default: the system's
+    /// roots).
+    pub jwks_ca_file: Option<PathBuf>,
+    /// A token's `iss` must equal this: required with the shop's keys.
+    pub issuer: Option<String>,
+    /// A token's `aud` must be or contain this.
+    pub audience: String,
+    /// `exp`, `nbf` and `iat` are honoured this many seconds either way.
+    pub leeway_s: u64,
+}
+
+impl Default for IdentityConfig {
+    fn default() -> Self {
+        IdentityConfig {
+            jwks_file: None,
+            jwks_url: None,
+            jwks_ca_file: None,
+            issuer: None,
+            audience: "seckill".into(),
+            leeway_s: 30,
+        }
+    }
+}

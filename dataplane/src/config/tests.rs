@@ -151,3 +151,72 @@ fn a_missing_default_file_means_defaults() {
     assert!(Config::load(p, false).is_ok());
     assert_eq!(Config::load(p, true).expect_err("named").field, "config");
 }
+
+#[test]
+fn the_shops_keys_are_one_source_read_at_start_with_its_issuer() {
+    let jwks = |dir: &tempfile::TempDir, text: &str| {
+        let p = dir.path().join("jwks.json");
+        std::fs::write(&p, text).expect("write");
+        p.display().to_string()
+    };
+    let signer = seckill_core::identity::Signer::ed25519(&[1; 32], "k1");
+    let good = serde_json::json!({"keys": [signer.jwk()]}).to_string();
+    let (d, c) = with_secret("");
+    let file = jwks(&d, &good);
+    // Neither the shop's keys nor the demo issuer: a worker may, a node serving may not.
+    let s = c.validate().expect("a worker's settings");
+    assert_eq!(
+        s.identity.required().expect_err("no keys").field,
+        "identity.jwks_file"
+    );
+    let with = |extra: &str| with_secret(&format!("[identity]\n{extra}"));
+    let (_x, c) = with(&format!("jwks_file = \"{file}\""));
+    assert_eq!(
+        c.validate().expect_err("no issuer").field,
+        "identity.issuer"
+    );
+    let (_x, c) = with(&format!(
+        "jwks_file = \"{file}\"\nissuer = \"https://shop.example\""
+    ));
+    let s = c.validate().expect("valid");
+    assert!(s.identity.required().is_ok());
+    assert_eq!(s.identity.keyring.keys().kids().collect::<Vec<_>>(), ["k1"]);
+    assert_eq!(s.identity.rules.audience, "seckill");
+    let (_x, c) = with(&format!(
+        "jwks_file = \"{file}\"\njwks_url = \"https://id.example/jwks\"\nissuer = \"i\""
+    ));
+    assert_eq!(c.validate().expect_err("both").field, "identity.jwks_url");
+    let (_x, c) = with("jwks_url = \"http://id.example/jwks\"\nissuer = \"i\"");
+    let err = c.validate().expect_err("plain http");
+    assert_eq!(err.field, "identity.jwks_url");
+    assert!(err.problem.contains("https"), "{err}");
+    let (_x, c) = with("jwks_ca_file = \"/etc/ca.pem\"");
+    assert_eq!(
+        c.validate().expect_err("ca alone").field,
+        "identity.jwks_ca_file"
+    );
+    for bad in [
+        "nope",
+        "{}",
+        r#"{"keys": [{"kty": "oct", "kid": "h", "k": "c2VjcmV0"}]}"#,
+    ] {
+        let (d2, _) = with_secret("");
+        let f = jwks(&d2, bad);
+        let (_x, c) = with(&format!("jwks_file = \"{f}\"\nissuer = \"i\""));
+        let err = c.validate().expect_err(bad);
+        assert_eq!(err.field, "identity.jwks_file", "{bad}");
+    }
+    let (_x, c) = with(&format!(
+        "jwks_file = \"{file}\"\nissuer = \"i\"\nleeway_s = 301"
+    ));
+    assert_eq!(c.validate().expect_err("leeway").field, "identity.leeway_s");
+    // The demo issuer alone: its key, and an issuer of its own.
+    let (_x, c) = with_secret("demo_issuer = true");
+    let s = c.validate().expect("valid");
+    assert!(s.identity.required().is_ok());
+    assert_eq!(s.identity.rules.issuer, "seckill-demo");
+    assert_eq!(
+        s.identity.keyring.keys().kids().collect::<Vec<_>>(),
+        [seckill_core::node_keys::DEMO_KID]
+    );
+}

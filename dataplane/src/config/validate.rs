@@ -3,13 +3,17 @@
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::Path;
+use std::sync::Arc;
+
+use seckill_core::identity::{KeySet, PublicKey, Rules};
 
 use super::{
-    bad, AdminConfig, Config, ConfigError, ControlConfig, HttpConfig, MetricsConfig,
-    RedisClientConfig, RedisTarget, TicketConfig, WorkerConfig,
+    bad, AdminConfig, Config, ConfigError, ControlConfig, HttpConfig, IdentityConfig,
+    MetricsConfig, RedisClientConfig, RedisTarget, TicketConfig, WorkerConfig,
 };
 use crate::guard::breaker::BreakerConfig;
 use crate::guard::Limits;
+use crate::identity::{Identity, KeySource, Keyring};
 
 fn at_least(field: &str, v: usize, min: usize) -> Result<(), ConfigError> {
     if v < min {
@@ -344,4 +348,77 @@ fn hostname() -> String {
         .filter(|h| !h.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "localhost".into())
+}
+
+/// `[identity]`: the shop's keys (one source, read once here: a node does not start
+/// when they cannot be read) and the claims their tokens must carry; with the demo issuer
+/// alone, its key. A node serving shoppers needs one or the other
+/// ([`Identity::required`]); an order worker, neither.
+pub(super) fn identity(
+    c: &IdentityConfig,
+    max_token_ttl_s: u64,
+    demo: Option<PublicKey>,
+) -> Result<Identity, ConfigError> {
+    let source = match (&c.jwks_file, &c.jwks_url) {
+        (Some(_), Some(_)) => {
+            return Err(bad(
+                "identity.jwks_url",
+                "give the shop's keys one way: jwks_file or jwks_url",
+            ))
+        }
+        (Some(path), None) => Some(KeySource::File(path.clone())),
+        (None, Some(url)) => {
+            if !url.starts_with("https://") {
+                return Err(bad(
+                    "identity.jwks_url",
+                    format!("{url}: the shop's keys are fetched over https:// only"),
+                ));
+            }
+            Some(KeySource::Url {
+                url: url.clone(),
+                ca_file: c.jwks_ca_file.clone(),
+            })
+        }
+        (None, None) => None,
+    };
+    if c.jwks_ca_file.is_some() && c.jwks_url.is_none() {
+        return Err(bad(
+            "identity.jwks_ca_file",
+            "trusts the server of jwks_url, which is not set",
+        ));
+    }
+    at_most("identity.leeway_s", c.leeway_s, 300)?;
+    if c.audience.is_empty() {
+        return Err(bad("identity.audience", "must not be empty"));
+    }
+    let issuer = match (&c.issuer, &source) {
+        (Some(i), _) if !i.is_empty() => i.clone(),
+        (_, Some(_)) => {
+            return Err(bad(
+                "identity.issuer",
+                "the shop's issuer (a token's iss) is required with its keys",
+            ))
+        }
+        (_, None) => "seckill-demo".into(),
+    };
+    let shop = match &source {
+        Some(s) => {
+            let field = match s {
+                KeySource::File(_) => "identity.jwks_file",
+                KeySource::Url { .. } => "identity.jwks_url",
+            };
+            crate::identity::load(s).map_err(|e| bad(field, e))?
+        }
+        None => KeySet::default(),
+    };
+    Ok(Identity {
+        rules: Rules {
+            issuer,
+            audience: c.audience.clone(),
+            leeway_s: c.leeway_s,
+            max_ttl_s: max_token_ttl_s,
+        },
+        keyring: Arc::new(Keyring::new(shop, demo)),
+        source,
+    })
 }

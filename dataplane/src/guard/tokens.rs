@@ -1,6 +1,6 @@
 //! Session tokens a shard has verified: a shopper's next request with the same token
-//! skips the signature check (two base64 decodings and an HMAC-SHA-256), which is most of
-//! what authenticating a request costs.
+//! skips the JWT's checks (its decoding and a signature of the shop's public key), which
+//! are most of what authenticating a request costs.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -15,13 +15,15 @@ use foldhash::fast::RandomState;
 /// Looked up by the token's bytes as they came, which need no UTF-8 check, and hashed
 /// with foldhash, which over a token's length costs a fraction of SipHash. foldhash does
 /// not claim to resist an attacker who watches it; here no client chooses the keys'
-/// bytes: only tokens whose signature held get in, each ending in an HMAC of the nodes'
-/// secret (even where anyone may have tokens made, with the demo issuer), the seed is
+/// bytes: only tokens whose signature held get in, each ending in a signature of a key
+/// the node trusts (even where anyone may have tokens made, with the demo issuer), the seed is
 /// drawn at random in each process, and a full cache is emptied.
 #[derive(Debug)]
 pub struct VerifiedTokens {
     tokens: HashMap<Box<[u8]>, (Rc<str>, i64), RandomState>,
     capacity: usize,
+    /// The keyring's count of dropped keys when these tokens were verified.
+    drops: u64,
 }
 
 impl VerifiedTokens {
@@ -29,6 +31,16 @@ impl VerifiedTokens {
         VerifiedTokens {
             tokens: HashMap::default(),
             capacity,
+            drops: 0,
+        }
+    }
+
+    /// Forgets every token when the keyring dropped a key since they were verified (the
+    /// count `drops` has moved): what the key signed must be checked again.
+    pub fn keys_dropped(&mut self, drops: u64) {
+        if drops != self.drops {
+            self.tokens.clear();
+            self.drops = drops;
         }
     }
 
@@ -63,6 +75,16 @@ mod tests {
         assert_eq!(t.user(b"tok", 99).as_deref(), Some("alice"));
         assert_eq!(t.user(b"tok", 100), None);
         assert_eq!(t.user(b"other", 0), None);
+    }
+
+    #[test]
+    fn a_dropped_key_empties_it() {
+        let mut t = VerifiedTokens::new(4);
+        t.insert(b"tok", "alice".into(), 100);
+        t.keys_dropped(0);
+        assert_eq!(t.user(b"tok", 0).as_deref(), Some("alice"));
+        t.keys_dropped(1);
+        assert_eq!(t.user(b"tok", 0), None);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use super::reply::ApiError;
 use super::request::{self, Headers};
 use crate::guard;
 use crate::shard::Shard;
-use seckill_core::auth;
+use seckill_core::identity::{self, Refused};
 
 /// Header names looked up or set on every request, parsed once.
 pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -111,28 +111,25 @@ impl<'h> Asker<'h> {
             Some(user) => user,
             None => {
                 let token = request::bearer(header)?;
-                let s = shard.settings();
-                let max_ttl_ms = s.max_token_ttl.as_millis() as i64;
-                let (user, expires_ms) =
-                    auth::verify_token_until(s.keys.shoppers(), token, now_ms, max_ttl_ms)
-                        .map_err(refused_token)?;
-                let user: Rc<str> = user.into();
-                shard.remember_token(token.as_bytes(), user.clone(), expires_ms);
+                let identity = &shard.settings().identity;
+                let keys = identity.keyring.keys();
+                let shopper =
+                    identity::verify(&keys, &identity.rules, token, now_ms).map_err(|why| {
+                        if why == Refused::UnknownKey {
+                            identity.keyring.unknown_key_seen();
+                        }
+                        ApiError::Unauthenticated(why.says())
+                    })?;
+                let user: Rc<str> = shopper.user.into();
+                // As long as it verifies: to its expiry and the leeway beyond.
+                let until = shopper.expires_ms + identity.rules.leeway_s as i64 * 1000;
+                shard.remember_token(token.as_bytes(), user.clone(), until);
                 user
             }
         };
         shard.admit_user(&user, Instant::now())?;
         Ok(user)
     }
-}
-
-/// Why a token that did not verify is refused, as the client is told.
-fn refused_token(e: auth::TokenError) -> ApiError {
-    ApiError::Unauthenticated(match e {
-        auth::TokenError::Expired => "token expired",
-        auth::TokenError::TooLong => "token lives longer than max_token_ttl_s allows",
-        _ => "invalid token",
-    })
 }
 
 /// The user a request's bearer token names (see [`Asker::user`]), for a route that reads

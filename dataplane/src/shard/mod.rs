@@ -256,9 +256,11 @@ impl Shard {
     }
 
     /// The user of a session token this shard verified before, unless it has expired by
-    /// `now_ms`.
+    /// `now_ms` or a key was dropped from the shop's keys since.
     pub fn cached_user(&self, token: &[u8], now_ms: i64) -> Option<Rc<str>> {
-        self.tokens.borrow().user(token, now_ms)
+        let mut tokens = self.tokens.borrow_mut();
+        tokens.keys_dropped(self.settings.identity.keyring.drops());
+        tokens.user(token, now_ms)
     }
 
     /// Keeps a token whose signature held, until `expires_ms`.

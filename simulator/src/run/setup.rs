@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::trace::monotonic_now;
 use crate::plan;
 use crate::scenario::{Queue, Scenario};
+use crate::shop::ShopSigner;
 use crate::tally::Tally;
 use seckill_core::api;
 use seckill_core::campaign::{format_instant_ms, Action, CampaignSpec, QueueSpec};
@@ -99,21 +100,20 @@ fn prepare_sale(s: &Scenario, file: &std::path::Path) -> anyhow::Result<(String,
     Ok((id, starts_at))
 }
 
-/// Every account's bearer token: signed here as the shop signs them, with the shop's key
-/// of the scenario's node secret, or asked of the first target's demo issuer.
+/// Every account's bearer token: signed here as the shop signs them, with the scenario's
+/// shop key, or asked of the first target's demo issuer.
 pub(super) fn account_tokens(s: &Scenario, first: &str) -> anyhow::Result<Vec<String>> {
     let names = plan::account_names(s.population.users);
-    Ok(match &s.secret_file {
+    Ok(match &s.token_key {
         Some(path) => {
-            let secret = seckill_core::node_keys::shop_signer(
-                &seckill_core::secrets::read_secret(path)
-                    .map_err(|e| anyhow::anyhow!("secret_file: {e}"))?,
-            );
+            let shop = ShopSigner::new(
+                path,
+                s.token_issuer.as_deref(),
+                s.token_audience.as_deref(),
+                |f| format!("token_{f}"),
+            )?;
             let expires = seckill_core::now_ms() + 3_600_000;
-            names
-                .iter()
-                .map(|n| seckill_core::auth::issue_token(&secret, n, expires))
-                .collect()
+            names.iter().map(|n| shop.token(n, expires)).collect()
         }
         None => tokens(first, &names, 8)?,
     })

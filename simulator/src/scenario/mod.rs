@@ -21,10 +21,17 @@ pub struct Scenario {
     /// File holding the Redis user's password (mode 0600).
     #[serde(default)]
     pub redis_password_file: Option<PathBuf>,
-    /// The data plane's secret: tokens are signed here. Without it, the simulator asks
-    /// the demo issuer (`POST /api/session`), from 127.0.0.1.
+    /// The shop's private key (`seckill-dataplane keys new`; the file's name is its
+    /// `kid`): shoppers' tokens are signed here, as the shop signs them. Without it, the
+    /// simulator asks the demo issuer (`POST /api/session`), from 127.0.0.1.
     #[serde(default)]
-    pub secret_file: Option<PathBuf>,
+    pub token_key: Option<PathBuf>,
+    /// The `iss` of the tokens signed here: the nodes' `identity.issuer`.
+    #[serde(default)]
+    pub token_issuer: Option<String>,
+    /// The `aud` of the tokens signed here (default `seckill`).
+    #[serde(default)]
+    pub token_audience: Option<String>,
     pub duration_s: f64,
     #[serde(default)]
     pub threads: Option<usize>,

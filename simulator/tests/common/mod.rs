@@ -8,7 +8,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use seckill_testkit::{answers, dataplane_bin, free_port, wait_until, Process, Redis};
+use seckill_testkit::{
+    answers, dataplane_bin, free_port, wait_until, write_jwks, write_shop_key, Process, Redis,
+    ISSUER,
+};
 
 /// Redis and the nodes, stopped when dropped: the nodes first, then Redis and its
 /// directory (fields drop in order).
@@ -37,6 +40,9 @@ impl Stack {
             b"simulator test secret, long enough",
         )
         .expect("secret");
+        // The shop: its key signs the simulator's tokens, its JWKS the nodes read.
+        write_shop_key(dir);
+        write_jwks(dir);
         // Each source address talks to one node.
         std::fs::create_dir_all(dir.join("content")).expect("content dir");
         std::fs::write(dir.join("content/album.zip"), vec![7u8; 10_000]).expect("content");
@@ -74,6 +80,7 @@ fn start_node(dir: &Path, redis_port: u16, name: &str) -> (Process, String) {
             "listen = \"127.0.0.1:{port}\"\nredis = \"redis://seckill-node@127.0.0.1:{redis_port}\"\n\
              redis_password_file = \"{d}/users/node.password\"\nshards = 2\nsecret_file = \"{d}/secret\"\n\
              content_dir = \"{d}/content\"\n\
+             [identity]\njwks_file = \"{d}/jwks.json\"\nissuer = \"{ISSUER}\"\n\
              [worker]\nname = \"{name}\"\ndb = \"{d}/orders-{name}.sqlite\"\n[limits]\nip_rate = 50\nip_burst = 100\n\
              [tickets]\ndifficulty = 8\n[admin]\nlisten = \"\"\n"
         ),

@@ -1,6 +1,8 @@
-//! `POST /api/session {"user_id"}`: the demo token issuer. In production the shop signs
-//! shoppers' tokens with its key; the demo issuer signs with a key of its own, which the
-//! nodes accept only while it is on, and this route exists only then.
+//! `POST /api/session {"user_id"}`: the demo token issuer. In production the shop's
+//! identity provider signs shoppers' JWTs; the demo issuer signs the same kind of token
+//! with an Ed25519 key of the node's own (`kid` `seckill-demo`), which the nodes trust only
+//! while it is on, and this route exists only then. Its tokens are checked on the shop's
+//! path: the same issuer, audience and times.
 
 use hyper::body::Incoming;
 use hyper::Request;
@@ -32,7 +34,12 @@ pub async fn post(shard: &Shard, req: Request<Incoming>) -> Result<Reply, ApiErr
         ));
     }
     let expires = seckill_core::now_ms() + shard.settings().token_ttl.as_millis() as i64;
-    let token = auth::issue_token(shard.settings().keys.demo_issuer(), &body.user_id, expires);
+    let s = shard.settings();
+    let rules = &s.identity.rules;
+    let token =
+        s.keys
+            .demo_issuer()
+            .shopper_token(&body.user_id, &rules.issuer, &rules.audience, expires);
     Ok(ok(&api::Session {
         token: token.into(),
         user_id: body.user_id.into(),

@@ -179,10 +179,16 @@ PY
 
 # new_shoppers_script FILE: a wrk script that POSTs a purchase of $QTY units on
 # $BUY_PATH, each request a shopper of the file $TOKENS in turn, with an
-# Idempotency-Key (the requests built once, at the start).
+# Idempotency-Key (the requests built once, at the start). One run goes on from the
+# shopper after the last one the run before it sent (kept in $TOKENS.next), so that no
+# run repeats another's purchases.
 new_shoppers_script() {
   cat > "$1" <<'LUA'
-local requests, i = {}, 0
+local requests, threads = {}, {}
+i = 0
+function setup(thread)
+  table.insert(threads, thread)
+end
 function init(args)
   local body = '{"quantity": ' .. os.getenv("QTY") .. '}'
   for token in io.lines(os.getenv("TOKENS")) do
@@ -192,6 +198,34 @@ function init(args)
       ["Idempotency-Key"] = "k",
     }, body)
   end
+  local f = io.open(os.getenv("TOKENS") .. ".next")
+  if f then i = tonumber(f:read("*l")) or 0; f:close() end
+end
+function done()
+  local f = io.open(os.getenv("TOKENS") .. ".next", "w")
+  f:write(tostring(threads[1]:get("i")), "\n")
+  f:close()
+end
+LUA
+  wrk_cycle >> "$1"
+}
+
+# known_shoppers_script FILE: a wrk script that shows the node each shopper of $TOKENS
+# once (GET /api/orders/none.0.0 with their token, which the shard verifies and keeps),
+# and stops when every one has been answered.
+known_shoppers_script() {
+  cat > "$1" <<'LUA'
+local requests, answered = {}, 0
+i = 0
+function init(args)
+  for token in io.lines(os.getenv("TOKENS")) do
+    requests[#requests + 1] = wrk.format("GET", "/api/orders/none.0.0",
+      { ["Authorization"] = "Bearer " .. token })
+  end
+end
+function response()
+  answered = answered + 1
+  if answered >= #requests then wrk.thread:stop() end
 end
 LUA
   wrk_cycle >> "$1"

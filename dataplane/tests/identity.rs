@@ -219,6 +219,20 @@ fn a_shops_token_opens_none_of_the_nodes_own_keys() {
     assert_eq!(c.purchase("own", &link, None).0, 401);
     let l = ledger_holds(&redis, "own");
     assert_eq!(l.held, 0, "{l}");
+
+    // A waiting room's pass: the shop's token, or a pass the old single secret signed
+    // (the place `q999999` that an attacker holding it would sign), is no pass.
+    open_sale(&redis, &node, queued("room", 5, 100, 60));
+    let now = seckill_core::now_ms();
+    let forged = seckill_core::queue::sign_pass(&old, "room", "alice", 999_999, now + 60_000);
+    for ticket in [token.as_str(), forged.as_str()] {
+        let body = serde_json::json!({"quantity": 1, "ticket": ticket}).to_string();
+        let (code, answer) = c.post("/api/campaigns/room/purchase", Some(&token), &body);
+        assert_eq!(code, 403, "{answer}");
+        assert_eq!(answer["error"], "ticket_invalid", "{answer}");
+    }
+    let l = ledger_holds(&redis, "room");
+    assert_eq!(l.held, 0, "{l}");
 }
 
 /// A local HTTPS server (Python's, with a certificate for 127.0.0.1 that openssl made

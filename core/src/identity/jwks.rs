@@ -40,6 +40,11 @@ impl PublicKey {
         if kid.is_empty() || kid.len() > 128 {
             return Err("a kid of 1 to 128 characters".into());
         }
+        if jwk.get("d").is_some() {
+            return Err(format!(
+                "kid {kid}: a private key; a JWKS publishes public keys only"
+            ));
+        }
         if let Some(u) = jwk.get("use") {
             if u != "sig" {
                 return Err(format!("kid {kid}: \"use\" is {u}, not \"sig\""));

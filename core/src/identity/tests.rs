@@ -114,10 +114,12 @@ fn a_jwks_takes_public_signing_keys_only_and_says_why_it_left_one_out() {
         {"kty": "OKP", "crv": "Ed25519", "kid": "enc", "use": "enc", "x": k.jwk()["x"]},
         {"kty": "OKP", "crv": "Ed25519", "kid": "liar", "alg": "ES256", "x": k.jwk()["x"]},
         {"kty": "OKP", "crv": "Ed25519", "x": k.jwk()["x"]},
+        {"kty": "OKP", "crv": "Ed25519", "kid": "private", "x": k.jwk()["x"], "d": "AAAA"},
     ]});
     let (set, left_out) = KeySet::from_jwks(&doc.to_string()).expect("a JWKS");
     assert_eq!(set.kids().collect::<Vec<_>>(), ["ed", "ec"]);
-    assert_eq!(left_out.len(), 5, "{left_out:?}");
+    assert_eq!(left_out.len(), 6, "{left_out:?}");
+    assert!(left_out[5].contains("private"), "{left_out:?}");
     assert!(left_out[0].contains("symmetric"), "{left_out:?}");
     assert!(left_out[1].contains("2048"), "{left_out:?}");
     assert!(KeySet::from_jwks("{}").is_err());

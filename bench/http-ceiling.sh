@@ -59,6 +59,10 @@ if [ -n "${BASELINE:-}" ]; then
   wait_http "http://127.0.0.1:$bport"
   nodes+=("$bport")
 fi
+# Each node's shopper, from its own demo issuer (an older build's tokens may be of another
+# kind).
+declare -A tokens
+for p in "${nodes[@]}"; do tokens[$p]=$(token "http://127.0.0.1:$p" crowd); done
 code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/api/campaigns/bench/purchase" -H "Authorization: Bearer $SECKILL_TOKEN")
 [ "$code" = 409 ] || { echo "expected 409 sold_out, got $code" >&2; exit 1; }
 code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/api/campaigns/later/purchase" -H "Authorization: Bearer $SECKILL_TOKEN" -d '{"quantity": 1}')
@@ -87,6 +91,7 @@ for r in $(seq "$rounds"); do
   done
   for p in "${nodes[@]}"; do
     b=$([ "$p" = "$dport" ] || echo _baseline)
+    export SECKILL_TOKEN=${tokens[$p]}
     measure "time$b" "${server[$p]}" "http://127.0.0.1:$p/api/time"
     measure "soldout$b" "${server[$p]}" -s bench/purchase.lua "http://127.0.0.1:$p/api/campaigns/bench/purchase"
     measure "early$b" "${server[$p]}" -s bench/purchase.lua "http://127.0.0.1:$p/api/campaigns/later/purchase"
@@ -95,10 +100,12 @@ for r in $(seq "$rounds"); do
   limits user_rate=1 user_burst=1
   for p in "${nodes[@]}"; do
     b=$([ "$p" = "$dport" ] || echo _baseline)
+    export SECKILL_TOKEN=${tokens[$p]}
     measure "limited$b" "${server[$p]}" -s bench/purchase.lua "http://127.0.0.1:$p/api/campaigns/bench/purchase"
   done
   limits user_rate=0
 done
+SECKILL_TOKEN=${tokens[$dport]}
 code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "http://127.0.0.1:$dport/api/campaigns/bench/purchase" -H "Authorization: Bearer $SECKILL_TOKEN")
 [ "$code" = 409 ] || { echo "expected 409 sold_out after the runs, got $code" >&2; exit 1; }
 n=$(echo "${runs[nginx]}" | median)

@@ -96,18 +96,21 @@ impl Keyring {
         self.drops.load(Ordering::Acquire)
     }
 
-    /// Takes the shop's keys `shop` (with the demo issuer's), saying whether a key was
-    /// dropped.
-    pub fn replace(&self, shop: KeySet) -> bool {
+    /// Takes the shop's keys `shop` (with the demo issuer's), saying whether a key came
+    /// and whether one was dropped.
+    pub fn replace(&self, shop: KeySet) -> Change {
         let new = with_demo(shop, &self.demo);
         let mut keys = self.keys.write().unwrap_or_else(|p| p.into_inner());
-        let dropped = new.drops_any_of(&keys);
+        let change = Change {
+            added: keys.drops_any_of(&new),
+            dropped: new.drops_any_of(&keys),
+        };
         *keys = Arc::new(new);
         drop(keys);
-        if dropped {
+        if change.dropped {
             self.drops.fetch_add(1, Ordering::AcqRel);
         }
-        dropped
+        change
     }
 
     /// A token named a key the set lacks.
@@ -118,6 +121,15 @@ impl Keyring {
     fn take_unknown_seen(&self) -> bool {
         self.unknown_seen.swap(false, Ordering::Relaxed)
     }
+}
+
+/// What a new key set changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change {
+    /// A key came (or one was replaced under its id).
+    pub added: bool,
+    /// A key went (or one was replaced under its id).
+    pub dropped: bool,
 }
 
 fn with_demo(shop: KeySet, demo: &Option<PublicKey>) -> KeySet {
@@ -168,9 +180,10 @@ pub fn watch(keyring: Arc<Keyring>, source: KeySource) -> std::io::Result<()> {
         .name("jwks".into())
         .spawn(move || match &source {
             KeySource::File(path) => {
-                // A JWKS is small: read whole each time, it is compared with what the
-                // keys were read from.
-                let mut text = std::fs::read_to_string(path).ok();
+                // A JWKS is small: read whole each time and compared with the last
+                // text read (none at first: a change since the node read it at start
+                // is not missed).
+                let mut text = None;
                 loop {
                     std::thread::sleep(FILE_POLL);
                     let fresh = std::fs::read_to_string(path).ok();
@@ -205,8 +218,10 @@ fn take(keyring: &Keyring, source: &KeySource, keys: Result<KeySet, String>) {
     match keys {
         Ok(keys) => {
             let kids: Vec<String> = keys.kids().map(String::from).collect();
-            let dropped = keyring.replace(keys);
-            tracing::info!(?source, ?kids, dropped, "the shop's keys are read again");
+            let Change { added, dropped } = keyring.replace(keys);
+            if added || dropped {
+                tracing::info!(?source, ?kids, added, dropped, "the shop's keys changed");
+            }
         }
         Err(problem) => {
             tracing::warn!(?source, %problem, "the shop's keys could not be read again; the ones in use stay");
@@ -250,4 +265,49 @@ pub fn fetch(url: &str, ca_file: Option<&std::path::Path>) -> Result<String, Str
         .limit(MAX_JWKS_BYTES)
         .read_to_string()
         .map_err(|e| format!("{url}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seckill_core::identity::Signer;
+
+    #[test]
+    fn a_key_dropped_moves_the_count_the_shards_forget_their_tokens_by() {
+        let (a, b) = (
+            Signer::ed25519(&[1; 32], "a"),
+            Signer::ed25519(&[2; 32], "b"),
+        );
+        let demo = Signer::ed25519(&[3; 32], "demo");
+        let set = |ks: &[&Signer]| {
+            ks.iter()
+                .fold(KeySet::default(), |s, k| s.with(k.public_key()))
+        };
+        let ring = Keyring::new(set(&[&a]), Some(demo.public_key()));
+        assert_eq!(ring.drops(), 0);
+        let change = ring.replace(set(&[&a, &b]));
+        assert_eq!((change.added, change.dropped), (true, false));
+        assert_eq!(ring.drops(), 0);
+        assert_eq!(
+            ring.replace(set(&[&a, &b])),
+            Change {
+                added: false,
+                dropped: false
+            }
+        );
+        let change = ring.replace(set(&[&b]));
+        assert_eq!((change.added, change.dropped), (false, true));
+        assert_eq!(ring.drops(), 1);
+        // The demo issuer's key stays whatever the shop publishes.
+        assert!(ring.keys().get("demo").is_some());
+        assert!(ring.keys().get("a").is_none());
+    }
+
+    #[test]
+    fn a_jwks_without_a_key_the_node_takes_is_an_error_that_says_why() {
+        let err = parse_jwks(r#"{"keys": [{"kty": "oct", "kid": "h", "k": "c2VjcmV0"}]}"#)
+            .expect_err("no key");
+        assert!(err.contains("symmetric"), "{err}");
+        assert!(parse_jwks(r#"{"keys": []}"#).is_err());
+    }
 }

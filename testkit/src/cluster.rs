@@ -19,17 +19,28 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start() -> Cluster {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let base = free_run(6);
-        let status = Command::new(script("cluster.sh"))
-            .arg("start")
-            .arg(base.to_string())
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .status()
-            .expect("scripts/cluster.sh runs");
-        assert!(status.success(), "the cluster started");
-        Cluster { base, dir }
+        // Ports free when drawn may be taken before the nodes bind them (by another
+        // test's server): a start that fails is stopped and tried on other ports.
+        for _ in 0..3 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let base = free_run(6);
+            let status = Command::new(script("cluster.sh"))
+                .arg("start")
+                .arg(base.to_string())
+                .arg(dir.path())
+                .stdout(Stdio::null())
+                .status()
+                .expect("scripts/cluster.sh runs");
+            let cluster = Cluster { base, dir };
+            if status.success() {
+                return cluster;
+            }
+            eprintln!(
+                "the cluster on {base}-{} did not start; trying other ports",
+                base + 5
+            );
+        }
+        panic!("the cluster did not start in 3 tries");
     }
 
     /// The ports of the masters serving slots now, from `CLUSTER SLOTS`.

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use seckill_core::identity::{KeySet, PublicKey, Rules};
 
+use crate::config::ConfigError;
+
 /// How often the JWKS file is looked at.
 pub const FILE_POLL: Duration = Duration::from_secs(1);
 /// How often the JWKS address is fetched when nothing asks sooner.
@@ -41,15 +43,45 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// Some key verifies shoppers' tokens: the shop's, or the demo issuer's.
-    pub fn required(&self) -> Result<(), crate::config::ConfigError> {
-        if self.source.is_none() && self.keyring.keys().is_empty() {
-            return Err(crate::config::ConfigError {
-                field: "identity.jwks_file".into(),
-                problem: "shoppers' tokens need the shop's public keys: set identity.jwks_file or identity.jwks_url, with identity.issuer (or, on loopback for a demo, demo_issuer)".into(),
-            });
+    /// For a node serving shoppers, before its shards start: the shop's keys read from
+    /// their source (a node does not start without them, nor without the shop's issuer),
+    /// or the demo issuer's key alone; some key to verify shoppers' tokens is required.
+    pub fn load_keys(&self) -> Result<(), ConfigError> {
+        let bad = |field: &str, problem: String| ConfigError {
+            field: field.into(),
+            problem,
+        };
+        let Some(source) = &self.source else {
+            if self.keyring.keys().is_empty() {
+                return Err(bad(
+                    "identity.jwks_file",
+                    "shoppers' tokens need the shop's public keys: set identity.jwks_file or identity.jwks_url, with identity.issuer (or, on loopback for a demo, demo_issuer)".into(),
+                ));
+            }
+            return Ok(());
+        };
+        if self.rules.issuer.is_empty() {
+            return Err(bad(
+                "identity.issuer",
+                "the shop's issuer (a token's iss) is required with its keys".into(),
+            ));
         }
+        let field = match source {
+            KeySource::File(_) => "identity.jwks_file",
+            KeySource::Url { .. } => "identity.jwks_url",
+        };
+        self.keyring
+            .replace(load(source).map_err(|e| bad(field, e))?);
         Ok(())
+    }
+
+    /// Keeps the shop's keys as their source says, on a thread of its own (see
+    /// [`watch`]); nothing without a source.
+    pub fn watch(&self) -> std::io::Result<()> {
+        match &self.source {
+            Some(source) => watch(self.keyring.clone(), source.clone()),
+            None => Ok(()),
+        }
     }
 }
 

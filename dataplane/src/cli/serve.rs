@@ -90,10 +90,8 @@ pub(super) fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         config.admin.token = Some(v);
     }
     let settings = config.validate()?;
-    settings.identity.required()?;
-    if let Some(source) = settings.identity.source.clone() {
-        seckill_dataplane::identity::watch(settings.identity.keyring.clone(), source)?;
-    }
+    settings.identity.load_keys()?;
+    settings.identity.watch()?;
     let stop = server::stop_on_signals()?;
     let metrics = std::sync::Arc::new(seckill_dataplane::metrics::Metrics::new(
         &settings.node,

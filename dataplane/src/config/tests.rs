@@ -166,20 +166,28 @@ fn the_shops_keys_are_one_source_read_at_start_with_its_issuer() {
     // Neither the shop's keys nor the demo issuer: a worker may, a node serving may not.
     let s = c.validate().expect("a worker's settings");
     assert_eq!(
-        s.identity.required().expect_err("no keys").field,
+        s.identity.load_keys().expect_err("no keys").field,
         "identity.jwks_file"
     );
     let with = |extra: &str| with_secret(&format!("[identity]\n{extra}"));
-    let (_x, c) = with(&format!("jwks_file = \"{file}\""));
+    // A worker reads the file too, and takes none of it.
+    let (_x, c) = with("jwks_file = \"/nonexistent/jwks.json\"");
+    let s = c.validate().expect("a worker's settings");
     assert_eq!(
-        c.validate().expect_err("no issuer").field,
+        s.identity.load_keys().expect_err("no issuer").field,
         "identity.issuer"
+    );
+    let (_x, c) = with("jwks_file = \"/nonexistent/jwks.json\"\nissuer = \"i\"");
+    let s = c.validate().expect("a worker's settings");
+    assert_eq!(
+        s.identity.load_keys().expect_err("no file").field,
+        "identity.jwks_file"
     );
     let (_x, c) = with(&format!(
         "jwks_file = \"{file}\"\nissuer = \"https://shop.example\""
     ));
     let s = c.validate().expect("valid");
-    assert!(s.identity.required().is_ok());
+    s.identity.load_keys().expect("the keys");
     assert_eq!(s.identity.keyring.keys().kids().collect::<Vec<_>>(), ["k1"]);
     assert_eq!(s.identity.rules.audience, "seckill");
     let (_x, c) = with(&format!(
@@ -203,7 +211,12 @@ fn the_shops_keys_are_one_source_read_at_start_with_its_issuer() {
         let (d2, _) = with_secret("");
         let f = jwks(&d2, bad);
         let (_x, c) = with(&format!("jwks_file = \"{f}\"\nissuer = \"i\""));
-        let err = c.validate().expect_err(bad);
+        let err = c
+            .validate()
+            .expect("valid settings")
+            .identity
+            .load_keys()
+            .expect_err(bad);
         assert_eq!(err.field, "identity.jwks_file", "{bad}");
     }
     let (_x, c) = with(&format!(
@@ -213,7 +226,7 @@ fn the_shops_keys_are_one_source_read_at_start_with_its_issuer() {
     // The demo issuer alone: its key, and an issuer of its own.
     let (_x, c) = with_secret("demo_issuer = true");
     let s = c.validate().expect("valid");
-    assert!(s.identity.required().is_ok());
+    s.identity.load_keys().expect("the demo issuer's key");
     assert_eq!(s.identity.rules.issuer, "seckill-demo");
     assert_eq!(
         s.identity.keyring.keys().kids().collect::<Vec<_>>(),

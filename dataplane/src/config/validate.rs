@@ -350,10 +350,10 @@ fn hostname() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// `[identity]`: the shop's keys (one source, read once here: a node does not start
-/// when they cannot be read) and the claims their tokens must carry; with the demo issuer
-/// alone, its key. A node serving shoppers needs one or the other
-/// ([`Identity::required`]); an order worker, neither.
+/// `[identity]`: where the shop's keys come from and the claims their tokens must
+/// carry; with the demo issuer alone, its key. A node serving shoppers reads the shop's
+/// keys at start and needs them, or the demo issuer ([`Identity::load_keys`]); an order
+/// worker, which reads the same file, needs neither.
 pub(super) fn identity(
     c: &IdentityConfig,
     max_token_ttl_s: u64,
@@ -391,25 +391,12 @@ pub(super) fn identity(
     if c.audience.is_empty() {
         return Err(bad("identity.audience", "must not be empty"));
     }
+    // Without the shop's keys, the demo issuer's tokens carry an issuer of its own; with
+    // them, the shop's, which `load_keys` requires.
     let issuer = match (&c.issuer, &source) {
-        (Some(i), _) if !i.is_empty() => i.clone(),
-        (_, Some(_)) => {
-            return Err(bad(
-                "identity.issuer",
-                "the shop's issuer (a token's iss) is required with its keys",
-            ))
-        }
-        (_, None) => "seckill-demo".into(),
-    };
-    let shop = match &source {
-        Some(s) => {
-            let field = match s {
-                KeySource::File(_) => "identity.jwks_file",
-                KeySource::Url { .. } => "identity.jwks_url",
-            };
-            crate::identity::load(s).map_err(|e| bad(field, e))?
-        }
-        None => KeySet::default(),
+        (Some(i), _) => i.clone(),
+        (None, Some(_)) => String::new(),
+        (None, None) => "seckill-demo".into(),
     };
     Ok(Identity {
         rules: Rules {
@@ -418,7 +405,7 @@ pub(super) fn identity(
             leeway_s: c.leeway_s,
             max_ttl_s: max_token_ttl_s,
         },
-        keyring: Arc::new(Keyring::new(shop, demo)),
+        keyring: Arc::new(Keyring::new(KeySet::default(), demo)),
         source,
     })
 }

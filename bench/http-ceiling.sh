@@ -51,7 +51,9 @@ if [ "$shards" = 1 ]; then
 fi
 if [ -n "${BASELINE:-}" ]; then
   bport=$(port)
-  "$BASELINE" serve --listen "127.0.0.1:$bport" --admin-listen "" \
+  # The production configuration, less the sections an older build may not know.
+  awk '/^\[identity\]/ {skip = 1; next} /^\[/ {skip = 0} !skip' config/dataplane.toml > "$work/baseline.toml"
+  "$BASELINE" serve --config "$work/baseline.toml" --listen "127.0.0.1:$bport" --admin-listen "" \
       --redis "$node_redis" --redis-password-file "$node_password_file" \
       --shards "$shards" --demo-issuer --secret-file "$work/secret" ${SERVE_ARGS:-} 2>"$work/baseline.log" &
   pids+=($!)

@@ -80,6 +80,8 @@ impl std::fmt::Debug for Signer {
 
 impl Signer {
     fn new(kid: &str, alg: Alg, key: EncodingKey) -> Result<Signer, String> {
+        // Before the library's first use, which would fix its backend.
+        super::ring_verify::install();
         let public = Jwk::from_encoding_key(&key, alg.jose())
             .map_err(|e| format!("not a usable {} private key: {e}", alg.name()))?;
         let mut jwk = serde_json::to_value(public).map_err(|e| e.to_string())?;

@@ -152,3 +152,36 @@ fn a_generated_key_reads_back_from_its_pem() {
     )
     .is_err());
 }
+
+#[test]
+fn ring_checks_the_signatures() {
+    let k = Signer::ed25519(&[7; 32], "k1");
+    let keys = set_of(&[&k]);
+    assert!(verify(&keys, &rules(), &k.sign(&claims(NOW / 1000 + 600)), NOW).is_ok());
+    assert!(ring_verify::installed());
+}
+
+#[test]
+fn an_rsa_token_verifies_and_a_changed_one_does_not() {
+    // A test key of 2048 bits (dataplane/benches/keys), as a shop's RS256 key.
+    let k = Signer::from_pem(
+        include_bytes!("../../../dataplane/benches/keys/rsa-2048.pem"),
+        "rsa",
+    )
+    .expect("an RSA key");
+    assert_eq!(k.alg(), Alg::RS256);
+    let keys = set_of(&[&k]);
+    let t = k.sign(&claims(NOW / 1000 + 600));
+    assert_eq!(
+        verify(&keys, &rules(), &t, NOW).map(|s| s.user).as_deref(),
+        Ok("alice")
+    );
+    // One character of the signature's middle changed.
+    let at = t.len() - 40;
+    let swap = if &t[at..=at] == "A" { "B" } else { "A" };
+    let forged = format!("{}{swap}{}", &t[..at], &t[at + 1..]);
+    assert_eq!(
+        verify(&keys, &rules(), &forged, NOW),
+        Err(Refused::Signature)
+    );
+}

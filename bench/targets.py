@@ -397,20 +397,29 @@ def main():
 # measured, are in docs/performance.md.
 DOC = "../docs/performance.md"
 REFUSALS_NOW = (
-    "**What moved.** A connection now frames its requests itself, and a refusal decided from "
-    "its head is answered straight to the socket, without hyper: in instructions a request "
-    "(the node before d6dba47 and after 568847e), sold out 17,919 → 9,757, with a key 19,614 → "
-    "11,450, `/api/time` 13,324 → 14,187 (every head is now parsed twice). The earlier steps and "
-    f"how each was measured: [docs/performance.md]({DOC}#refusals-on-the-shard).")
+    "**What moved.** Shoppers' tokens became the shop's JWTs (EdDSA, ES256, RS256), verified "
+    "once a shard and then known to it as before: side by side with the build before them "
+    "(`BASELINE=… bench/http-ceiling.sh 1 3 5`, 2026-12-07, medians, requests/s), sold out "
+    "101,275 against 109,250, with a key 112,124 against 106,474, 429 93,950 against 97,001, "
+    "425 113,425 against 99,491, `/api/time` 104,795 against 110,570: within the runs' swing "
+    "(sold out's runs 101-117k against 94-115k). A shopper's first request pays the "
+    "signature once (below, the purchase path). Before that, a connection came to frame its "
+    "requests itself, and a refusal decided from its head to be answered straight to the "
+    "socket, without hyper. The steps and how each was measured: "
+    f"[docs/performance.md]({DOC}#refusals-on-the-shard).")
 SCRIPT_NOW = (
     "**What moved.** The purchase script writes one `held` event for all the orders of a call "
     "rather than an `XADD` an order: 16 a call 90,244 → 80,572 instructions an order (0.49× → "
     f"0.43× v1), 1 a call unchanged ([docs/performance.md]({DOC}#rediss-work-per-purchase)).")
 PATH_NOW = (
-    "**What moved.** A new shopper's token is decoded once, onto the stack, and hyper no longer "
-    "makes a new 8 KiB read buffer for every request: the node's CPU a purchase 14.6 → 12.4 µs "
-    "(medians, -15%), purchases a second +12% (2026-12-05, an Intel Xeon). Before that, a "
-    "partition's lane came to keep two calls on their way (+10% purchases a second) "
+    "**What moved.** A new shopper's first request verifies the shop's JWT in full, then the "
+    "shard knows the token: a first verification costs 39 µs with EdDSA (curve25519-dalek), "
+    "56 µs with ES256 and 24 µs with RS256 (ring; the JOSE library's pure-Rust backend took "
+    "285 and 77 µs), where the HMAC token of before took 0.25 µs (`cargo bench --bench hot -- "
+    "tokens`, 2026-12-07); in instructions, a purchase by a shopper the shard knows 44,601, by "
+    "a new one 468,802 (EdDSA; `bench/instructions-guard.sh`, an AMD EPYC). Before that, a "
+    "new shopper's token came to be decoded once, onto the stack, and hyper to make no new "
+    "read buffer a request (-15% node CPU a purchase) "
     f"([docs/performance.md]({DOC}#the-purchase-path)).")
 LAUNCH_NOW = (
     "**What moved.** A purchase found dry asks, before it refills, whether the shard has "

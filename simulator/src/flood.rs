@@ -44,16 +44,10 @@ pub struct FloodArgs {
     pub slow_ramp_s: f64,
     #[arg(long, default_value_t = 10.0)]
     pub duration_s: f64,
-    /// Sign real shoppers' tokens with the shop's private key, so the requests with a
+    /// Real shoppers' tokens, signed with the shop's key, so that the requests with a
     /// broken body get past authentication to the body's checks.
-    #[arg(long, env = "SECKILL_TOKEN_KEY")]
-    pub token_key: Option<PathBuf>,
-    /// The `iss` of the tokens signed with --token-key: the nodes' identity.issuer.
-    #[arg(long, env = "SECKILL_TOKEN_ISSUER")]
-    pub token_issuer: Option<String>,
-    /// The `aud` of the tokens signed with --token-key (default seckill).
-    #[arg(long, env = "SECKILL_TOKEN_AUDIENCE")]
-    pub token_audience: Option<String>,
+    #[command(flatten)]
+    pub shop: crate::shop::ShopArgs,
     /// Write the report as JSON here ("-" for standard output).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -266,15 +260,7 @@ pub fn flood(a: &FloodArgs) -> anyhow::Result<FloodReport> {
         anyhow::bail!("--slow: at most 60000 connections");
     }
     // Tokens signed as the shop signs them: with the shop's private key.
-    let shop = match &a.token_key {
-        Some(path) => Some(crate::shop::ShopSigner::new(
-            path,
-            a.token_issuer.as_deref(),
-            a.token_audience.as_deref(),
-            |f| format!("--token-{f}"),
-        )?),
-        None => None,
-    };
+    let shop = a.shop.signer()?;
     let expires = seckill_core::now_ms() + 3_600_000;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

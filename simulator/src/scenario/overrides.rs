@@ -16,17 +16,8 @@ pub struct Overrides {
     pub target: Option<String>,
     #[command(flatten)]
     pub redis: RedisArgs,
-    /// The shop's private key, which signs the shoppers' tokens (else the demo issuer)
-    /// (scenario: `token_key`).
-    #[arg(long, env = "SECKILL_TOKEN_KEY")]
-    pub token_key: Option<PathBuf>,
-    /// The `iss` of the tokens it signs: the nodes' identity.issuer (scenario:
-    /// `token_issuer`).
-    #[arg(long, env = "SECKILL_TOKEN_ISSUER")]
-    pub token_issuer: Option<String>,
-    /// The `aud` of the tokens it signs (scenario: `token_audience`, default seckill).
-    #[arg(long, env = "SECKILL_TOKEN_AUDIENCE")]
-    pub token_audience: Option<String>,
+    #[command(flatten)]
+    pub shop: crate::shop::ShopArgs,
     /// How long the run lasts, in seconds.
     #[arg(long)]
     pub duration_s: Option<f64>,
@@ -160,14 +151,14 @@ impl Scenario {
             self.personas.skipper => o.skipper,
             self.personas.sybil => o.sybil,
         }
-        if o.token_key.is_some() {
-            self.token_key = o.token_key.clone();
+        if o.shop.token_key.is_some() {
+            self.token_key = o.shop.token_key.clone();
         }
-        if o.token_issuer.is_some() {
-            self.token_issuer = o.token_issuer.clone();
+        if o.shop.token_issuer.is_some() {
+            self.token_issuer = o.shop.token_issuer.clone();
         }
-        if o.token_audience.is_some() {
-            self.token_audience = o.token_audience.clone();
+        if o.shop.token_audience.is_some() {
+            self.token_audience = o.shop.token_audience.clone();
         }
         if o.redis.password_file.is_some() {
             self.redis_password_file = o.redis.password_file.clone();

@@ -88,6 +88,12 @@ cluster-stop BASE="7000":
 serve *ARGS: redis secret
     cargo run --release -p seckill-dataplane -- serve {{ARGS}}
 
+# The demo shop's signing key and the JWKS the demo's node reads (data/identity/), unless
+# they exist: the simulator signs its shoppers' tokens with it, as a shop would.
+shop-key:
+    @mkdir -p data/identity
+    @[ -s data/identity/jwks.json ] || cargo run --release -q -p seckill-dataplane -- keys new --alg EdDSA --kid demo-shop --dir data/identity
+
 # The file demo buyers download.
 content:
     @mkdir -p data/content
@@ -95,7 +101,7 @@ content:
 
 # Start everything, run a launch with bots (watched live in the console when in a
 # terminal), then a plain burst, a buyer's delivered order and the reconciliation.
-demo: redis secret content
+demo: redis secret content shop-key
     #!/usr/bin/env bash
     set -euo pipefail
     cargo build --release -q
@@ -168,7 +174,7 @@ demo: redis secret content
 # The demo's node stops when the demo ends; this one keeps the shopper's page it points at
 # signing in. The binary `just demo` built, no rebuild.
 # The demo's node (config/demo.toml) again, in the foreground until Ctrl-C.
-demo-node: redis secret content
+demo-node: redis secret content shop-key
     cargo build --release -q
     "${CARGO_TARGET_DIR:-target}/release/seckill-dataplane" serve --config config/demo.toml
 

@@ -172,6 +172,19 @@ fn a_key_added_to_the_jwks_is_taken_and_one_removed_refused_within_the_reload_un
     }
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Relaxed);
+    // A JWKS with no key left (the shop withdrew its last one, a leaked one): every token
+    // refused, the new key's cached one too.
+    let last = sign(&new, "last");
+    assert_eq!(c.purchase("rotate", &last, Some("l")).0, 200);
+    publish(&node, &[]);
+    let t0 = Instant::now();
+    while c.purchase("rotate", &last, Some("l")).0 != 401 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(6),
+            "the last key not withdrawn in 6 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     for s in surge {
         s.join().expect("surge thread");
     }
@@ -185,8 +198,8 @@ fn a_key_added_to_the_jwks_is_taken_and_one_removed_refused_within_the_reload_un
         "the surge met the withdrawn key"
     );
     let l = ledger_holds(&redis, "rotate");
-    // The surge's holds, the early shopper's and the new key's one.
-    assert_eq!(l.held as usize, held.load(Ordering::Relaxed) + 2, "{l}");
+    // The surge's holds, the early shopper's, the new key's one and the last one's.
+    assert_eq!(l.held as usize, held.load(Ordering::Relaxed) + 3, "{l}");
     assert_eq!(l.buyers as i64, l.held, "one unit a shopper: {l}");
 }
 

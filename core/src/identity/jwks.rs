@@ -7,8 +7,10 @@ use serde_json::Value;
 
 use super::Alg;
 
-/// The least modulus an RSA key may have (RFC 7518 §3.3).
+/// The least modulus an RSA key may have (RFC 7518 §3.3), and the most the verifier
+/// takes.
 const MIN_RSA_BITS: usize = 2048;
+const MAX_RSA_BITS: usize = 8192;
 
 /// One public key: its id, the one algorithm it verifies, and its material.
 #[derive(Clone)]
@@ -81,10 +83,24 @@ impl PublicKey {
             (Some("RSA"), _) => {
                 let (n, e) = (part("n")?, part("e")?);
                 let n = strip_zeros(&n);
-                let bits = n.len() * 8 - n.first().map_or(8, |b| b.leading_zeros() as usize);
-                if bits < MIN_RSA_BITS {
+                let bits = match n.first() {
+                    Some(b) => n.len() * 8 - b.leading_zeros() as usize,
+                    None => 0,
+                };
+                if !(MIN_RSA_BITS..=MAX_RSA_BITS).contains(&bits) {
                     return Err(format!(
-                        "kid {kid}: an RSA key of {bits} bits; {MIN_RSA_BITS} or more are taken"
+                        "kid {kid}: an RSA key of {bits} bits; {MIN_RSA_BITS} to {MAX_RSA_BITS} are taken"
+                    ));
+                }
+                // An even exponent, or one below 3, verifies nothing.
+                let odd_from_3 = match strip_zeros(&e) {
+                    [] => false,
+                    [one] => *one >= 3 && one % 2 == 1,
+                    [.., last] => last % 2 == 1,
+                };
+                if !odd_from_3 {
+                    return Err(format!(
+                        "kid {kid}: an RSA exponent must be odd and at least 3"
                     ));
                 }
                 let key = DecodingKey::from_rsa_raw_components(n, strip_zeros(&e));

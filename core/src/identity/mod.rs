@@ -96,6 +96,9 @@ impl Refused {
 #[derive(Deserialize)]
 struct Claims {
     sub: Option<String>,
+    /// One string (RFC 7519 §4.1.1): a list, which the library would search, is refused.
+    #[allow(dead_code)]
+    iss: Option<String>,
     exp: Option<f64>,
     nbf: Option<f64>,
     iat: Option<f64>,

@@ -74,7 +74,12 @@ static PROVIDER: LazyLock<CryptoProvider> = LazyLock::new(|| CryptoProvider {
 pub(super) fn install() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let _ = CryptoProvider::install_default(&PROVIDER);
+        if CryptoProvider::install_default(&PROVIDER).is_err() {
+            // Something used the library first: its default backend verifies, slower.
+            tracing::warn!(
+                "the JOSE library's backend was fixed before ring's verification was installed"
+            );
+        }
     });
 }
 

@@ -52,6 +52,10 @@ fn the_claims_are_checked_with_the_leeway() {
     );
     assert_eq!(with("aud", json!("other")), Err(Refused::Audience));
     assert!(with("aud", json!(["other", "seckill"])).is_ok());
+    assert!(
+        with("iss", json!(["https://shop.example"])).is_err(),
+        "iss is one string"
+    );
     assert_eq!(with("exp", json!(NOW / 1000 - 31)), Err(Refused::Expired));
     assert!(
         with("exp", json!(NOW / 1000 - 29)).is_ok(),
@@ -115,10 +119,12 @@ fn a_jwks_takes_public_signing_keys_only_and_says_why_it_left_one_out() {
         {"kty": "OKP", "crv": "Ed25519", "kid": "liar", "alg": "ES256", "x": k.jwk()["x"]},
         {"kty": "OKP", "crv": "Ed25519", "x": k.jwk()["x"]},
         {"kty": "OKP", "crv": "Ed25519", "kid": "private", "x": k.jwk()["x"], "d": "AAAA"},
+        {"kty": "RSA", "kid": "empty", "n": "", "e": "AQAB"},
+        {"kty": "RSA", "kid": "zeros", "n": "AAAA", "e": "AQAB"},
     ]});
     let (set, left_out) = KeySet::from_jwks(&doc.to_string()).expect("a JWKS");
     assert_eq!(set.kids().collect::<Vec<_>>(), ["ed", "ec"]);
-    assert_eq!(left_out.len(), 6, "{left_out:?}");
+    assert_eq!(left_out.len(), 8, "{left_out:?}");
     assert!(left_out[5].contains("private"), "{left_out:?}");
     assert!(left_out[0].contains("symmetric"), "{left_out:?}");
     assert!(left_out[1].contains("2048"), "{left_out:?}");

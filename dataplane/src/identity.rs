@@ -13,8 +13,6 @@ use std::time::{Duration, Instant};
 
 use seckill_core::identity::{KeySet, PublicKey, Rules};
 
-use crate::config::ConfigError;
-
 /// How often the JWKS file is looked at.
 pub const FILE_POLL: Duration = Duration::from_secs(1);
 /// How often the JWKS address is fetched when nothing asks sooner.
@@ -42,15 +40,20 @@ pub struct Identity {
     pub source: Option<KeySource>,
 }
 
+/// Why a node cannot read the shop's keys at start: the setting, and what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct KeysError {
+    pub field: &'static str,
+    pub problem: String,
+}
+
 impl Identity {
     /// For a node serving shoppers, before its shards start: the shop's keys read from
     /// their source (a node does not start without them, nor without the shop's issuer),
     /// or the demo issuer's key alone; some key to verify shoppers' tokens is required.
-    pub fn load_keys(&self) -> Result<(), ConfigError> {
-        let bad = |field: &str, problem: String| ConfigError {
-            field: field.into(),
-            problem,
-        };
+    pub fn load_keys(&self) -> Result<(), KeysError> {
+        let bad = |field: &'static str, problem: String| KeysError { field, problem };
         let Some(source) = &self.source else {
             if self.keyring.keys().is_empty() {
                 return Err(bad(

@@ -44,6 +44,7 @@ pub mod scripts;
 pub mod secrets;
 pub mod shell;
 pub mod telemetry;
+pub mod webhooks;
 
 /// Milliseconds since the Unix epoch on the sale's clock (see [`clock`]).
 pub fn now_ms() -> i64 {

@@ -114,7 +114,14 @@ pub struct CampaignInfo<'a> {
     /// Units left, as of the node's last look (a poll interval at most).
     pub remaining: i64,
     pub per_user_limit: u32,
+    /// In the currency's minor units.
     pub price_cents: u64,
+    /// ISO 4217.
+    #[serde(borrow)]
+    pub currency: Text<'a>,
+    /// The shop's payment page for an order: `{order_id}` stands for the order's id.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub payment_url: Option<Text<'a>>,
     /// Purchases need a ticket earned by proof of work (`/challenge`, then `/ticket`);
     /// with a waiting room, joining it does instead.
     pub require_ticket: bool,

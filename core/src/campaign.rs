@@ -16,7 +16,16 @@ pub struct CampaignSpec {
     pub partitions: u32,
     pub per_user_limit: u32,
     pub hold_ttl_s: u64,
+    /// The price of a unit in the currency's minor units (ISO 4217: cents of a euro, yen
+    /// as they are).
     pub price_cents: u64,
+    /// ISO 4217 code of the currency buyers pay in.
+    #[serde(default = "default_currency")]
+    pub currency: String,
+    /// The shop's payment page a buyer is sent to: an `http(s)://` address with
+    /// `{order_id}` in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment_url: Option<String>,
     /// RFC 3339; absent means "when started".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub starts_at: Option<String>,
@@ -67,6 +76,18 @@ pub fn valid_admit_rate(rate: u32) -> Result<(), SpecError> {
 
 fn default_ticket_factor() -> u32 {
     3
+}
+
+/// The currency of a campaign whose file names none.
+pub const DEFAULT_CURRENCY: &str = "EUR";
+
+fn default_currency() -> String {
+    DEFAULT_CURRENCY.to_string()
+}
+
+/// The shape of an ISO 4217 code: three capital letters.
+pub fn valid_currency(code: &str) -> bool {
+    code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase())
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -146,6 +167,25 @@ impl CampaignSpec {
         }
         if self.hold_ttl_s == 0 || self.hold_ttl_s > 7 * 24 * 3600 {
             return Err(spec_err("hold_ttl_s", "must be between 1 and 604800"));
+        }
+        if !valid_currency(&self.currency) {
+            return Err(spec_err(
+                "currency",
+                "an ISO 4217 code: three capital letters, such as EUR, USD or JPY",
+            ));
+        }
+        if let Some(u) = &self.payment_url {
+            let scheme = u.starts_with("https://") || u.starts_with("http://");
+            if !scheme
+                || !u.contains("{order_id}")
+                || u.len() > 500
+                || u.chars().any(char::is_whitespace)
+            {
+                return Err(spec_err(
+                    "payment_url",
+                    "an http(s):// address of at most 500 characters with {order_id} in it",
+                ));
+            }
         }
         if let Some(f) = &self.content_file {
             if !valid_file_name(f) {
@@ -324,6 +364,7 @@ impl Campaign {
             ("per_user_limit", s.per_user_limit.to_string()),
             ("hold_ttl_s", s.hold_ttl_s.to_string()),
             ("price_cents", s.price_cents.to_string()),
+            ("currency", s.currency.clone()),
             ("state", self.state.as_str().to_string()),
             ("starts_at_ms", self.starts_at_ms.unwrap_or(0).to_string()),
             ("ends_at_ms", self.ends_at_ms.unwrap_or(0).to_string()),
@@ -333,6 +374,9 @@ impl Campaign {
         }
         if let Some(v) = &s.ends_at {
             f.push(("ends_at", v.clone()));
+        }
+        if let Some(v) = &s.payment_url {
+            f.push(("payment_url", v.clone()));
         }
         if let Some(v) = &s.codes_file {
             f.push(("codes_file", v.clone()));
@@ -361,6 +405,8 @@ impl Campaign {
             per_user_limit: u32::try_from(num("per_user_limit")?).ok()?,
             hold_ttl_s: num("hold_ttl_s")?,
             price_cents: num("price_cents")?,
+            currency: h.get("currency").cloned().unwrap_or_else(default_currency),
+            payment_url: h.get("payment_url").cloned(),
             starts_at: h.get("starts_at").cloned(),
             ends_at: h.get("ends_at").cloned(),
             codes_file: h.get("codes_file").cloned(),

@@ -20,6 +20,8 @@ pub fn spec(id: &str, total: u64, partitions: u32, limit: u32) -> CampaignSpec {
         per_user_limit: limit,
         hold_ttl_s: 300,
         price_cents: 500,
+        currency: "EUR".into(),
+        payment_url: None,
         starts_at: None,
         ends_at: None,
         codes_file: None,

@@ -109,3 +109,24 @@ fn actions_follow_the_lifecycle() {
     assert!(Action::Stop.transition().0.contains(&State::Paused));
     assert!(!Action::Resume.transition().0.contains(&State::Ended));
 }
+
+#[test]
+fn a_campaign_is_priced_in_euros_unless_it_says_otherwise() {
+    let spec = CampaignSpec::from_toml(DEMO).expect("valid");
+    assert_eq!((spec.currency.as_str(), &spec.payment_url), ("EUR", &None));
+    let yen = CampaignSpec::from_toml(&format!(
+        "currency = \"JPY\"\npayment_url = \"https://shop.example/pay/{{order_id}}\"\n{DEMO}"
+    ))
+    .expect("valid");
+    assert_eq!(yen.currency, "JPY");
+    assert_round_trip(Campaign::new(yen).expect("valid"));
+    for (bad, field) in [
+        ("currency = \"eur\"", "currency"),
+        ("currency = \"EURO\"", "currency"),
+        ("payment_url = \"https://shop.example/pay\"", "payment_url"),
+        ("payment_url = \"javascript:{order_id}\"", "payment_url"),
+    ] {
+        let e = CampaignSpec::from_toml(&format!("{bad}\n{DEMO}")).expect_err(bad);
+        assert!(e.to_string().contains(field), "{bad}: {e}");
+    }
+}

@@ -133,17 +133,11 @@ impl Verifier {
     /// Checks a webhook at `now_s` (Unix seconds): its headers present and well formed,
     /// its timestamp within [`TOLERANCE_S`], and one of its signatures made by one of
     /// the keys over exactly these bytes. Returns its id.
-    pub fn verify<'a>(
-        &self,
-        h: Headers<'a>,
-        body: &[u8],
-        now_s: i64,
-    ) -> Result<&'a str, Invalid> {
+    pub fn verify<'a>(&self, h: Headers<'a>, body: &[u8], now_s: i64) -> Result<&'a str, Invalid> {
         let id = h.id.ok_or(Invalid::Missing("webhook-id"))?;
         let ts = h.timestamp.ok_or(Invalid::Missing("webhook-timestamp"))?;
         let sigs = h.signature.ok_or(Invalid::Missing("webhook-signature"))?;
-        if id.is_empty() || id.len() > MAX_ID_BYTES || !id.bytes().all(|b| b.is_ascii_graphic())
-        {
+        if id.is_empty() || id.len() > MAX_ID_BYTES || !id.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(Invalid::BadId);
         }
         let at: i64 = ts.parse().map_err(|_| Invalid::BadTimestamp)?;

@@ -23,6 +23,8 @@ fn info(v: &CampaignView) -> CampaignInfo<'_> {
         remaining: v.remaining,
         per_user_limit: c.spec.per_user_limit,
         price_cents: c.spec.price_cents,
+        currency: c.spec.currency.as_str().into(),
+        payment_url: c.spec.payment_url.as_deref().map(Into::into),
         require_ticket: c.spec.require_ticket,
         queue: c.spec.queue.map(|spec| {
             let q = v.queue.as_ref();

@@ -213,20 +213,52 @@ pub struct Order<'a> {
     #[serde(borrow)]
     pub user_id: Text<'a>,
     pub quantity: i64,
-    /// `held`, `paid`, `delivered` or `expired`.
+    /// `held`, `paid`, `delivered`, `expired`, `refund_due` (paid after the hold expired:
+    /// the money is owed back) or `refunded`.
     #[serde(borrow)]
     pub status: Text<'a>,
+    /// Pay before this, or the unit goes back to stock (a pending payment extends it).
     pub pay_by_ms: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paid_ms: Option<i64>,
-    /// Once delivered.
+    /// Once delivered: the first unit's licence key (`license_keys[0]`).
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     pub license_key: Option<Text<'a>>,
+    /// Once delivered: a licence key for each unit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license_keys: Option<Vec<String>>,
+    /// Payments of this order that it did not take, still owed back: one that came after
+    /// the hold expired, or a second one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refunds_due: Vec<Refund>,
     /// Once delivered, for a campaign with a file: a signed link, fresh on every look.
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     pub download_url: Option<Text<'a>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub download_expires_at_ms: Option<i64>,
+}
+
+/// A payment owed back.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Refund {
+    pub payment_id: String,
+    /// In the currency's minor units.
+    pub amount_cents: u64,
+    pub currency: String,
+    /// `expired` (the money came after the hold) or `duplicate` (a second payment).
+    pub reason: String,
+}
+
+/// What a payment provider's webhook did: `POST /api/payments/webhook` answered 200.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PaymentTaken {
+    /// What the event did: `paid`, `refund_due`, `mismatch`, `pending`, `failed`,
+    /// `refunded`, `ignored` or `unmatched` (no such order: recorded for operators).
+    pub outcome: String,
+    /// The order's status once taken (`absent` for an unmatched payment).
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_id: Option<String>,
 }
 
 /// A proof-of-work challenge: find a nonce so that SHA-256(prefix ‖ nonce) starts with

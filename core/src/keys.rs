@@ -22,6 +22,8 @@ pub const LIMITS: &str = "sk:limits";
 pub const BLACKLIST: &str = "sk:blacklist";
 /// Counter bumped on every change of the blacklist; shards reload when it moves.
 pub const BLACKLIST_VERSION: &str = "sk:blacklist:version";
+/// Hash: payment id → a payment for an order nobody knows (JSON), for operators.
+pub const UNMATCHED_PAYMENTS: &str = "sk:payments:unmatched";
 /// Sorted set of `node:<name>` and `worker:<name>` by when they last reported (ms).
 pub const FLEET: &str = "sk:fleet";
 
@@ -240,6 +242,17 @@ impl PartitionKeys {
     pub fn pass_log(&self) -> String {
         self.key(Self::PASS_LOG)
     }
+    /// Hash: the provider's payment id → the payment as taken (JSON: `order_id`,
+    /// `payment_id`, `amount_cents`, `currency`, `status`, `reason`, `ms`), for the
+    /// partition's orders.
+    pub fn payments(&self) -> String {
+        self.key(Self::PAYMENTS)
+    }
+    /// Hash: `webhook-id` → the first answer to that webhook (JSON), for the
+    /// partition's orders.
+    pub fn webhooks(&self) -> String {
+        self.key(Self::WEBHOOKS)
+    }
 }
 
 /// The suffixes of a partition's keys after its tag, each a key's one spelling.
@@ -254,6 +267,8 @@ impl PartitionKeys {
     pub const ORDER: &'static str = "order:";
     pub const ONCE: &'static str = "once";
     pub const PASS_LOG: &'static str = "passes";
+    pub const PAYMENTS: &'static str = "payments";
+    pub const WEBHOOKS: &'static str = "webhooks";
 }
 
 /// An order id names its campaign and partition: `<campaign>.<partition>.<seq>`.

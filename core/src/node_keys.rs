@@ -30,15 +30,17 @@ pub enum Purpose {
     Receipts,
     Downloads,
     Licences,
+    DemoPayments,
 }
 
 impl Purpose {
-    pub const ALL: [Purpose; 5] = [
+    pub const ALL: [Purpose; 6] = [
         Purpose::DemoTokens,
         Purpose::Tickets,
         Purpose::Receipts,
         Purpose::Downloads,
         Purpose::Licences,
+        Purpose::DemoPayments,
     ];
 
     /// HKDF's `info`: the purpose, and the version of the derivation.
@@ -49,6 +51,7 @@ impl Purpose {
             Purpose::Receipts => b"seckill v1: waiting room receipts",
             Purpose::Downloads => b"seckill v1: download links",
             Purpose::Licences => b"seckill v1: licence keys",
+            Purpose::DemoPayments => b"seckill v1: demo payment provider webhooks",
         }
     }
 }
@@ -67,6 +70,15 @@ fn okm(secret: &[u8], purpose: Purpose) -> [u8; 32] {
         // 32 bytes is within HKDF-SHA256's 8,160: the error case cannot happen.
         .unwrap_or_else(|_| unreachable!());
     okm
+}
+
+/// The demo payment provider's webhook secret under the node secret `secret` (it signs
+/// webhooks to its own node, which verifies them only while the demo provider is on).
+pub fn demo_payments(secret: &[u8]) -> crate::webhooks::Signer {
+    crate::webhooks::Signer::new(&crate::webhooks::WebhookKey::Hmac(
+        okm(secret, Purpose::DemoPayments).to_vec(),
+    ))
+    .unwrap_or_else(|| unreachable!("a symmetric key signs"))
 }
 
 /// The key of `purpose` under the node secret `secret`: 32 bytes, as the base64url text

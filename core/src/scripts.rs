@@ -38,8 +38,10 @@ scripts! {
     TRANSFER_ACK => "scripts/transfer_ack.lua",
     /// Lends an empty partition to a shard, with its first answers.
     LEASE => "scripts/lease.lua",
-    /// Pays a held order.
+    /// Takes a payment provider's event for an order.
     PAY => "scripts/pay.lua",
+    /// Keeps a payment for an unknown order.
+    RECORD_UNMATCHED => "scripts/record_unmatched.lua",
     /// Releases holds past their deadline.
     RELEASE => "scripts/release.lua",
     /// Marks a paid order delivered.

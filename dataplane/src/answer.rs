@@ -21,13 +21,15 @@ pub enum Endpoint {
     Page,
     Asset,
     Queue,
+    /// The payment provider's webhooks.
+    PaymentWebhook,
     /// A path that is no route.
     Other,
 }
 
 impl Endpoint {
     /// Every endpoint, in the order of their indices.
-    pub const ALL: [Endpoint; 15] = [
+    pub const ALL: [Endpoint; 16] = [
         Endpoint::Time,
         Endpoint::Session,
         Endpoint::Campaigns,
@@ -42,6 +44,7 @@ impl Endpoint {
         Endpoint::Page,
         Endpoint::Asset,
         Endpoint::Queue,
+        Endpoint::PaymentWebhook,
         Endpoint::Other,
     ];
 
@@ -66,6 +69,7 @@ impl Endpoint {
             Endpoint::Page => "page",
             Endpoint::Asset => "asset",
             Endpoint::Queue => "queue",
+            Endpoint::PaymentWebhook => "payment_webhook",
             Endpoint::Other => "other",
         }
     }
@@ -104,11 +108,13 @@ pub enum Outcome {
     Starting,
     NoQueue,
     Forbidden,
+    /// A webhook whose signature does not verify.
+    InvalidSignature,
 }
 
 impl Outcome {
     /// Every outcome, in the order of their indices.
-    pub const ALL: [Outcome; 30] = [
+    pub const ALL: [Outcome; 31] = [
         Outcome::Ok,
         Outcome::BadRequest,
         Outcome::HeadersTooLarge,
@@ -139,6 +145,7 @@ impl Outcome {
         Outcome::Starting,
         Outcome::NoQueue,
         Outcome::Forbidden,
+        Outcome::InvalidSignature,
     ];
 
     /// The outcome's place in the metrics' tables.
@@ -179,6 +186,7 @@ impl Outcome {
             Outcome::Starting => "starting",
             Outcome::NoQueue => "no_queue",
             Outcome::Forbidden => "forbidden",
+            Outcome::InvalidSignature => "invalid_signature",
         }
     }
 
@@ -189,7 +197,7 @@ impl Outcome {
             Outcome::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Outcome::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Outcome::Timeout => StatusCode::REQUEST_TIMEOUT,
-            Outcome::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Outcome::Unauthenticated | Outcome::InvalidSignature => StatusCode::UNAUTHORIZED,
             Outcome::NotFound
             | Outcome::UnknownCampaign
             | Outcome::NoTickets

@@ -28,6 +28,7 @@ pub mod identity;
 pub use http::{request, ApiError};
 pub mod logs;
 pub mod metrics;
+pub mod payments;
 pub mod server;
 pub mod shard;
 pub mod store;

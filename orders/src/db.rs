@@ -51,7 +51,8 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// How far along its life an order is; a row never moves back.
 const RANK: &str = "CASE {} WHEN 'held' THEN 1 WHEN 'paid' THEN 2 WHEN 'expired' THEN 2 \
-                    WHEN 'delivered' THEN 3 ELSE 0 END";
+                    WHEN 'delivered' THEN 3 WHEN 'refund_due' THEN 3 WHEN 'refunded' THEN 4 \
+                    ELSE 0 END";
 
 pub struct OrderDb {
     conn: Connection,
@@ -135,7 +136,7 @@ impl OrderDb {
                     e.partition,
                     e.user,
                     e.quantity,
-                    e.kind.status(),
+                    e.status(),
                     e.pay_by_ms,
                     e.paid_ms,
                     e.expired_ms,
@@ -224,6 +225,7 @@ mod tests {
             expired_ms: None,
             delivered_ms: (kind == Kind::Delivered).then_some(6),
             license_key: (kind == Kind::Delivered).then(|| "KEY".to_string()),
+            order_status: None,
         }
     }
 

@@ -10,6 +10,10 @@ pub enum Kind {
     Paid,
     Expired,
     Delivered,
+    /// Money came for the order that it does not take (late, or a second payment).
+    RefundDue,
+    /// Money owed back went back.
+    Refunded,
 }
 
 impl Kind {
@@ -19,12 +23,9 @@ impl Kind {
             Kind::Paid => "paid",
             Kind::Expired => "expired",
             Kind::Delivered => "delivered",
+            Kind::RefundDue => "refund_due",
+            Kind::Refunded => "refunded",
         }
-    }
-
-    /// The order's status once this event has happened.
-    pub fn status(self) -> &'static str {
-        self.as_str()
     }
 
     fn parse(s: &str) -> Option<Kind> {
@@ -33,6 +34,8 @@ impl Kind {
             "paid" => Kind::Paid,
             "expired" => Kind::Expired,
             "delivered" => Kind::Delivered,
+            "refund_due" => Kind::RefundDue,
+            "refunded" => Kind::Refunded,
             _ => return None,
         })
     }
@@ -52,10 +55,21 @@ pub struct Event {
     pub paid_ms: Option<i64>,
     pub expired_ms: Option<i64>,
     pub delivered_ms: Option<i64>,
+    /// Its licence keys, a line each.
     pub license_key: Option<String>,
+    /// The order's status after the event, where the event says (a refund's: a second
+    /// payment of a delivered order leaves it delivered).
+    pub order_status: Option<String>,
 }
 
 impl Event {
+    /// The order's status once this event has happened.
+    pub fn status(&self) -> &str {
+        self.order_status
+            .as_deref()
+            .unwrap_or_else(|| self.kind.as_str())
+    }
+
     /// Reads a stream entry: the orders a purchase call held (a line each in `orders`), or
     /// one order's event. One item an order the entry names, `None` for one it cannot
     /// read (an entry that is no order event at all reads as one `None`): a bad line costs
@@ -81,7 +95,8 @@ impl Event {
                 paid_ms: n(field::PAID_MS),
                 expired_ms: n(field::EXPIRED_MS),
                 delivered_ms: n(field::DELIVERED_MS),
-                license_key: s(field::LICENSE_KEY),
+                license_key: s(field::LICENSE_KEYS).or_else(|| s(field::LICENSE_KEY)),
+                order_status: s(field::STATUS),
             })
         };
         match s(field::ORDERS) {

@@ -84,9 +84,16 @@ impl Node {
         } else {
             write_jwks(dir.path())
         };
+        // And the test provider's webhooks (`sign_webhook`), and the demo provider's
+        // where the demo issuer serves.
+        let payments = if extra.contains("[payments]") {
+            String::new()
+        } else {
+            crate::tokens::write_webhook_secret(dir.path(), demo_issuer)
+        };
         let config = format!(
             "listen = \"127.0.0.1:{port}\"\n{}shards = {shards}\ndemo_issuer = {demo_issuer}\n\
-             secret_file = \"{d}/secret\"\ncontent_dir = \"{d}/content\"\n{extra}\n{identity}\
+             secret_file = \"{d}/secret\"\ncontent_dir = \"{d}/content\"\n{extra}\n{identity}{payments}\
              [worker]\nenabled = {worker}\nname = \"w{port}\"\ndb = \"{d}/orders.sqlite\"\nclaim_idle_ms = 1000\n\
              [limits]\nip_rate = 0\nuser_rate = 0\nauto_block_refusals = 0\n",
             redis.node_config(),

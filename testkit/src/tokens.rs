@@ -55,3 +55,35 @@ pub fn write_jwks(dir: &Path) -> String {
 pub fn node_keys() -> NodeKeys {
     NodeKeys::derive(&[SECRET.as_bytes().to_vec()])
 }
+
+/// The test payment provider's webhook secret, as the Standard Webhooks spec writes one.
+pub const WEBHOOK_SECRET: &str = "whsec_dGhlIHRlc3QgcHJvdmlkZXIncyB3ZWJob29rIHNlY3JldA==";
+
+/// `dir/webhook.secret` (mode 0600) holding [`WEBHOOK_SECRET`], and the `[payments]`
+/// section that verifies with it: the demo provider too, unless `demo` is false.
+pub fn write_webhook_secret(dir: &Path, demo: bool) -> String {
+    let path = dir.join("webhook.secret");
+    seckill_core::secrets::create_private(&path, WEBHOOK_SECRET.as_bytes())
+        .expect("write webhook secret");
+    format!(
+        "[payments]\nprovider = \"{}\"\nwebhook_secret_files = [\"{}\"]\n",
+        if demo { "demo" } else { "webhook" },
+        path.display()
+    )
+}
+
+/// Signs a webhook of the test provider: its `webhook-id`, `webhook-timestamp` and
+/// `webhook-signature` headers.
+pub fn sign_webhook(id: &str, body: &str) -> [(String, String); 3] {
+    let key = seckill_core::webhooks::WebhookKey::parse(WEBHOOK_SECRET).expect("secret");
+    let signer = seckill_core::webhooks::Signer::new(&key).expect("symmetric");
+    let ts = seckill_core::now_ms() / 1000;
+    [
+        ("webhook-id".into(), id.into()),
+        ("webhook-timestamp".into(), ts.to_string()),
+        (
+            "webhook-signature".into(),
+            signer.sign(id, ts, body.as_bytes()),
+        ),
+    ]
+}

@@ -58,16 +58,27 @@ pub mod order {
     fields! {
         USER = "user",
         QTY = "qty",
-        /// `held`, `paid`, `delivered` or `expired`.
+        /// `held`, `paid`, `delivered`, `expired`, `refund_due` (money came after the
+        /// hold expired) or `refunded` (and went back).
         STATUS = "status",
-        /// The payment deadline (ms).
+        /// The payment deadline (ms): the hold's, or its grace while a payment is pending.
         PAY_BY_MS = "pay_by_ms",
+        /// The hold's own deadline, while a pending payment's grace stands in `pay_by_ms`.
+        HOLD_BY_MS = "hold_by_ms",
         CREATED_MS = "created_ms",
         PAID_MS = "paid_ms",
         DELIVERED_MS = "delivered_ms",
         EXPIRED_MS = "expired_ms",
-        /// The licence code bound to the order once delivered.
+        /// The licence code bound to the order once delivered (its first unit's).
         LICENSE_KEY = "license_key",
+        /// Every unit's licence code, a line each.
+        LICENSE_KEYS = "license_keys",
+        /// The payment that paid it: the provider's id, the amount and its currency.
+        PAYMENT_ID = "payment_id",
+        AMOUNT_CENTS = "amount_cents",
+        CURRENCY = "currency",
+        /// Payments owed back (late or second ones), their ids separated by spaces.
+        REFUNDS = "refunds",
     }
 }
 
@@ -75,7 +86,7 @@ pub mod order {
 /// ([`super::PartitionKeys::events`]), which the order workers read.
 pub mod event {
     fields! {
-        /// `held`, `paid`, `expired` or `delivered`.
+        /// `held`, `paid`, `expired`, `delivered`, `refund_due` or `refunded`.
         TYPE = "type",
         /// A `held` entry's orders, a line each: `<order_id> <user> <qty> <pay_by_ms>`.
         ORDERS = "orders",
@@ -87,7 +98,18 @@ pub mod event {
         PAID_MS = "paid_ms",
         EXPIRED_MS = "expired_ms",
         DELIVERED_MS = "delivered_ms",
+        /// A `delivered` entry's codes: the first, and every unit's, a line each.
         LICENSE_KEY = "license_key",
+        LICENSE_KEYS = "license_keys",
+        /// A payment's, in `paid`, `refund_due` and `refunded` entries.
+        PAYMENT_ID = "payment_id",
+        AMOUNT_CENTS = "amount_cents",
+        CURRENCY = "currency",
+        /// Why money is owed back: `expired` or `duplicate`.
+        REASON = "reason",
+        /// The order's status after a `refund_due` or `refunded` entry (a second payment
+        /// of a delivered order leaves it delivered).
+        STATUS = "status",
     }
 }
 

@@ -11,8 +11,8 @@ use seckill_core::node_keys::NodeKeys;
 mod sections;
 mod validate;
 pub use sections::{
-    AdminConfig, ControlConfig, HttpConfig, IdentityConfig, MetricsConfig, RedisClientConfig,
-    TicketConfig, WorkerConfig,
+    AdminConfig, ControlConfig, HttpConfig, IdentityConfig, MetricsConfig, PaymentsConfig,
+    RedisClientConfig, TicketConfig, WorkerConfig,
 };
 
 #[derive(Debug, Clone, Deserialize)]
@@ -52,6 +52,7 @@ pub struct Config {
     /// Lifetime of a signed download link.
     pub download_ttl_s: u64,
     pub identity: IdentityConfig,
+    pub payments: PaymentsConfig,
     pub http: HttpConfig,
     pub redis_client: RedisClientConfig,
     pub control: ControlConfig,
@@ -81,6 +82,7 @@ impl Default for Config {
             content_dir: "data/content".into(),
             download_ttl_s: 24 * 3600,
             identity: IdentityConfig::default(),
+            payments: PaymentsConfig::default(),
             http: HttpConfig::default(),
             redis_client: RedisClientConfig::default(),
             control: ControlConfig::default(),
@@ -176,6 +178,9 @@ pub struct Settings {
     pub keys: NodeKeys,
     /// Whose tokens name shoppers, and the keys that verify them.
     pub identity: crate::identity::Identity,
+    /// Who pays orders: the keys that verify the provider's webhooks, and the demo
+    /// provider's signer when it is on.
+    pub payments: crate::payments::Payments,
     pub token_ttl: Duration,
     pub max_token_ttl: Duration,
     pub content_dir: PathBuf,
@@ -262,6 +267,7 @@ impl Config {
             self.max_token_ttl_s,
             self.demo_issuer.then(|| keys.demo_issuer().public_key()),
         )?;
+        let payments = validate::payments(&self.payments, &secrets, listen, &trusted_proxies)?;
         let node = validate::node(self.node.as_deref(), listen)?;
         Ok(Settings {
             node,
@@ -274,6 +280,7 @@ impl Config {
             demo_issuer: self.demo_issuer,
             keys,
             identity,
+            payments,
             token_ttl: Duration::from_secs(self.token_ttl_s),
             max_token_ttl: Duration::from_secs(self.max_token_ttl_s),
             content_dir: self.content_dir.clone(),

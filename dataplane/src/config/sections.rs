@@ -1,5 +1,6 @@
 //! The configuration's sections (`[http]`, `[redis_client]`, `[control]`, `[worker]`,
-//! `[tickets]`, `[admin]`, `[metrics]`) and their defaults: what each setting means, in one place.
+//! `[tickets]`, `[admin]`, `[metrics]`, `[identity]`, `[payments]`) and their defaults:
+//! what each setting means, in one place.
 
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -229,6 +230,46 @@ impl Default for IdentityConfig {
             issuer: None,
             audience: "seckill".into(),
             leeway_s: 30,
+        }
+    }
+}
+
+/// Payments: the provider's signed webhooks (Standard Webhooks) are what pays an order.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PaymentsConfig {
+    /// `webhook`: a payment provider's webhooks, verified with `webhook_secret_files`.
+    /// `demo`: also a shopper's own `POST /api/orders/{id}/pay`, which has the node sign
+    /// a webhook to itself (loopback listeners only, as the demo issuer).
+    pub provider: String,
+    /// Files of mode 0600, each holding one key as the spec writes it: `whsec_…`
+    /// (HMAC-SHA256, `v1`) or `whpk_…` (an Ed25519 public key, `v1a`). Several verify,
+    /// for a rotation.
+    pub webhook_secret_files: Vec<PathBuf>,
+    /// Replicas of the order's master that must hold a payment's outcome before the
+    /// webhook is answered 2xx (`WAIT`), where the master has replicas; 0 answers on the
+    /// master's word.
+    pub wait_replicas: u32,
+    /// How long `WAIT` waits for them; a payment not confirmed by then answers 503 and
+    /// the provider retries.
+    pub wait_timeout_ms: u64,
+    /// How much longer a hold keeps its unit once the provider says a payment of it is
+    /// pending (`payment.pending`, before the hold's deadline).
+    pub pending_grace_s: u64,
+    /// Webhooks a shard takes per second (and as a burst): the route is exempt from the
+    /// per-address limits, since a provider's retries come from few addresses.
+    pub webhooks_per_s: u32,
+}
+
+impl Default for PaymentsConfig {
+    fn default() -> Self {
+        PaymentsConfig {
+            provider: "webhook".into(),
+            webhook_secret_files: Vec::new(),
+            wait_replicas: 1,
+            wait_timeout_ms: 500,
+            pending_grace_s: 120,
+            webhooks_per_s: 2_000,
         }
     }
 }

@@ -94,6 +94,29 @@ pub(crate) fn read_json<T: DeserializeOwned>(
     }
 }
 
+/// A body's bytes as they came (a signature covers them exactly), within the header
+/// timeout and `http.max_body_bytes`.
+pub(crate) fn read_bytes(
+    shard: &Shard,
+    body: Incoming,
+) -> impl Future<Output = Result<Bytes, ApiError>> {
+    let http = &shard.settings().http;
+    let limit = http.max_body_bytes;
+    let too_large = hyper::body::Body::size_hint(&body).lower() > limit as u64;
+    let read = if too_large {
+        BodyRead::discard(body, REFUSED_CLIENT_WAIT)
+    } else {
+        BodyRead::keep(body, limit, Duration::from_millis(http.header_timeout_ms))
+    };
+    async move {
+        let read = read.await;
+        if too_large {
+            return Err(ApiError::PayloadTooLarge);
+        }
+        read.ok_or(ApiError::Timeout)?
+    }
+}
+
 /// A refused body is read and dropped up to this much: closing a connection on unread
 /// bytes resets it, and the client could lose the answer.
 const DISCARDED: usize = 64 * 1024;

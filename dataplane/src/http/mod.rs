@@ -152,6 +152,9 @@ fn answer(
             }
         }
         let start = Instant::now();
+        if req.uri().path() == WEBHOOK_PATH {
+            return provider(&shard, req, start).await;
+        }
         let (ip, checked) = admit_ip(&shard, req.headers(), peer, start);
         // The route borrows the path, and the request goes to the route: the path's bytes
         // are shared, not copied.
@@ -178,6 +181,33 @@ fn answer(
     }
 }
 
+/// Where the payment provider sends its webhooks.
+const WEBHOOK_PATH: &str = "/api/payments/webhook";
+
+/// Answers the payment provider: past its own bucket, not the per-address limits and
+/// blocking (a provider's retries come from few addresses, and a refusal of a bad
+/// signature must not block them).
+async fn provider(
+    shard: &Rc<Shard>,
+    req: Request<Incoming>,
+    start: Instant,
+) -> hyper::Response<Body> {
+    let result = match Route::of(req.method(), WEBHOOK_PATH) {
+        Ok(route) => match dispatch(shard, route, req) {
+            Step::Now(answer) => answer,
+            Step::Waits(answer) => answer.await,
+        },
+        Err(refused) => Err(refused),
+    };
+    let outcome = result
+        .as_ref()
+        .map_or_else(ApiError::outcome, |_| Outcome::Ok);
+    shard.answered(Endpoint::PaymentWebhook, outcome, start.elapsed());
+    result
+        .unwrap_or_else(|e| e.reply())
+        .map(http_body_util::Either::Left)
+}
+
 /// Hands a request to its route. A route that waits is boxed. Held inline, the largest
 /// of them would set the size of every request's future (kilobytes, even for
 /// `/api/time`), copied over again each time the future moves on its way into hyper.
@@ -202,6 +232,7 @@ fn dispatch<'a>(shard: &'a Shard, route: Route<'a>, req: Request<Incoming>) -> S
         Route::Ticket(id) => routes::challenge::ticket(shard, id, req).boxed_local(),
         Route::Order(id) => routes::orders::get(shard, id, req).boxed_local(),
         Route::Pay(id) => routes::pay::post(shard, id, req).boxed_local(),
+        Route::PaymentWebhook => routes::payments::webhook(shard, req).boxed_local(),
         Route::Download(token) => routes::download::get(shard, token).boxed_local(),
         Route::Queue(id, true) => routes::queue::join(shard, id, req).boxed_local(),
         Route::Queue(id, false) => {

@@ -124,6 +124,8 @@ pub enum ApiError {
     NoQueue,
     /// A route this request may not use, the reason said.
     Forbidden(&'static str),
+    /// A webhook without a valid signature of a known key within five minutes.
+    InvalidSignature,
 }
 
 impl From<crate::guard::Refusal> for ApiError {
@@ -203,6 +205,7 @@ impl ApiError {
             NoTickets => Outcome::NoTickets,
             NoQueue => Outcome::NoQueue,
             Forbidden(_) => Outcome::Forbidden,
+            InvalidSignature => Outcome::InvalidSignature,
         }
     }
 
@@ -255,6 +258,10 @@ impl ApiError {
             NoTickets => "this campaign needs no ticket".into(),
             NoQueue => "this campaign has no waiting room".into(),
             Forbidden(m) => (*m).into(),
+            InvalidSignature => {
+                "the webhook's signature does not verify, or its timestamp is more than five minutes off"
+                    .into()
+            }
         }
     }
 

@@ -30,6 +30,8 @@ pub enum Route<'a> {
     Description,
     /// The waiting room: join (`POST`) or look (`GET`).
     Queue(&'a str, bool),
+    /// The payment provider's webhooks.
+    PaymentWebhook,
 }
 
 impl<'a> Route<'a> {
@@ -50,6 +52,7 @@ impl<'a> Route<'a> {
             Route::Page(_) => Endpoint::Page,
             Route::Asset(_) | Route::Description => Endpoint::Asset,
             Route::Queue(..) => Endpoint::Queue,
+            Route::PaymentWebhook => Endpoint::PaymentWebhook,
         }
     }
 
@@ -67,6 +70,8 @@ impl<'a> Route<'a> {
                 | Route::Order(_)
                 | Route::Download(_)
                 | Route::Queue(..)
+                | Route::Pay(_)
+                | Route::PaymentWebhook
         )
     }
 
@@ -106,6 +111,7 @@ impl<'a> Route<'a> {
             ["api", "campaigns", id, "ticket"] => (Route::Ticket(id), Method::POST),
             ["api", "orders", id] => (Route::Order(id), Method::GET),
             ["api", "orders", id, "pay"] => (Route::Pay(id), Method::POST),
+            ["api", "payments", "webhook"] => (Route::PaymentWebhook, Method::POST),
             ["dl", token] => (Route::Download(token), Method::GET),
             ["api", "campaigns", id, "events"] => (Route::Events(id), Method::GET),
             ["c", id] => (Route::Page(id), Method::GET),

@@ -70,6 +70,8 @@ pub struct Shard {
     /// Request ids: a prefix unique to this shard's run, and a counter.
     id_prefix: String,
     requests: Cell<u64>,
+    /// The payment provider's webhooks taken here (`payments.webhooks_per_s`).
+    webhooks: RefCell<crate::guard::bucket::Bucket>,
 }
 
 impl Shard {
@@ -102,6 +104,7 @@ impl Shard {
             settings.http.max_tracked_clients,
         ));
         let tokens = RefCell::new(VerifiedTokens::new(settings.http.max_tracked_clients));
+        let settings_webhooks_per_s = settings.payments.webhooks_per_s;
         let shard = Rc::new(Shard {
             index,
             store: Store::new(conn),
@@ -122,6 +125,10 @@ impl Shard {
             streams: RefCell::default(),
             id_prefix: format!("{:08x}{index:02x}", rand::random::<u32>()),
             requests: Cell::new(0),
+            webhooks: RefCell::new(crate::guard::bucket::Bucket::full(
+                settings_webhooks_per_s,
+                Instant::now(),
+            )),
         });
         shard.store.conn.observe_round_trips(shard.metrics.clone());
         shard.store.observe_purchase_calls(shard.metrics.clone());
@@ -134,6 +141,12 @@ impl Shard {
             glommio::spawn_local(admission_loop(shard.clone())).detach();
         }
         shard
+    }
+
+    /// Takes a place for one of the payment provider's webhooks, or says when to retry.
+    pub fn admit_webhook(&self) -> Result<(), std::time::Duration> {
+        let rate = self.settings.payments.webhooks_per_s;
+        self.webhooks.borrow_mut().take(Instant::now(), rate, rate)
     }
 
     /// The node's settings, as this shard was started with them.

@@ -12,7 +12,7 @@ mod transfer;
 pub(crate) use conn::connect;
 pub use conn::{slot_of, RedisConn, Reply, StoreError};
 pub use lease::Lease;
-pub use orders::Payment;
+pub use orders::{PaymentEvent, PaymentRecord, PaymentTerms, Taken};
 pub use purchase::{Purchase, PurchaseRequest};
 pub use queue::{Look, Round, Standing};
 pub use seckill_core::reply::{int, text};

@@ -13,15 +13,20 @@ pub(super) fn rank(status: &str) -> u8 {
     match status {
         "held" => 1,
         "paid" | "expired" => 2,
-        "delivered" => 3,
+        "delivered" | "refund_due" => 3,
+        "refunded" => 4,
         _ => 0,
     }
 }
 
 /// Whether an order at status `now` has been at `then` or passed it: held → paid →
-/// delivered, held → expired.
+/// delivered, held → expired → refund_due → refunded.
 fn reached(then: &str, now: &str) -> bool {
-    then == now || (then == "held" && rank(now) > 1) || (then == "paid" && now == "delivered")
+    then == now
+        || (then == "held" && rank(now) > 1)
+        || (then == "paid" && now == "delivered")
+        || (then == "expired" && matches!(now, "refund_due" | "refunded"))
+        || (then == "refund_due" && now == "refunded")
 }
 
 /// Judges what was read of one campaign at `now` (ms): the ledger's violations, and the
@@ -55,6 +60,7 @@ pub fn judge(e: Evidence, now: i64) -> Report {
         undelivered: vec![],
         delivered_twice: vec![],
         codes_reused: vec![],
+        keys_short: vec![],
         overdue_holds: vec![],
         orphaned_holds: vec![],
         unindexed_holds: vec![],
@@ -75,10 +81,12 @@ pub fn judge(e: Evidence, now: i64) -> Report {
     r.unknown = unknown(&orders, &stored, &taken);
     if let Some(bound) = &bound {
         let mut seen: HashMap<&str, &str> = HashMap::new();
-        for (oid, code) in bound {
-            if let Some(other) = seen.insert(code, oid) {
-                r.codes_reused
-                    .push(format!("{code} bound to {other} and {oid}"));
+        for (oid, codes) in bound {
+            for code in codes.lines() {
+                if let Some(other) = seen.insert(code, oid) {
+                    r.codes_reused
+                        .push(format!("{code} bound to {other} and {oid}"));
+                }
             }
         }
     }
@@ -137,11 +145,23 @@ fn orders_against_stores(
         if deliveries.get(&o.order_id).copied().unwrap_or(0) > 1 {
             r.delivered_twice.push(o.order_id.clone());
         }
-        if let Some(code) = &o.license_key {
+        let keys: Vec<&str> = o
+            .license_key
+            .as_deref()
+            .map_or(vec![], |k| k.lines().collect());
+        for code in &keys {
             if let Some(other) = codes.insert(code, &o.order_id) {
                 r.codes_reused
                     .push(format!("{code} ({other}, {})", o.order_id));
             }
+        }
+        if o.status == "delivered" && keys.len() as i64 != o.quantity {
+            r.keys_short.push(format!(
+                "{} ({} units, {} keys)",
+                o.order_id,
+                o.quantity,
+                keys.len()
+            ));
         }
     }
 }
@@ -193,6 +213,11 @@ fn findings(r: &Report) -> Vec<String> {
             "orders delivered more than once",
         ),
         (true, r.codes_reused.len(), "codes handed out twice"),
+        (
+            true,
+            r.keys_short.len(),
+            "delivered orders without a licence key a unit",
+        ),
         (
             true,
             r.overdue_holds.len(),

@@ -53,6 +53,7 @@ pub struct RedisOrder {
     pub pay_by_ms: i64,
     pub paid_ms: Option<i64>,
     pub delivered_ms: Option<i64>,
+    /// Its licence keys, a line each.
     pub license_key: Option<String>,
 }
 
@@ -86,6 +87,8 @@ pub struct Report {
     pub delivered_twice: Vec<String>,
     /// Codes bound to more than one order.
     pub codes_reused: Vec<String>,
+    /// Delivered orders whose keys are not one a unit.
+    pub keys_short: Vec<String>,
     /// Held orders past their deadline (nobody released them).
     pub overdue_holds: Vec<String>,
     /// Hold-index entries whose order is not held.
@@ -292,6 +295,7 @@ impl std::fmt::Display for Report {
             ("undelivered", &self.undelivered),
             ("delivered twice", &self.delivered_twice),
             ("codes reused", &self.codes_reused),
+            ("keys short", &self.keys_short),
             ("overdue holds", &self.overdue_holds),
             ("orphaned holds", &self.orphaned_holds),
             ("unindexed holds", &self.unindexed_holds),

@@ -70,6 +70,8 @@ pub fn repair(
                     "paid" => Kind::Paid,
                     "expired" => Kind::Expired,
                     "delivered" => Kind::Delivered,
+                    "refund_due" => Kind::RefundDue,
+                    "refunded" => Kind::Refunded,
                     _ => return None,
                 };
                 Some(Event {
@@ -85,6 +87,7 @@ pub fn repair(
                     expired_ms: None,
                     delivered_ms: o.delivered_ms,
                     license_key: o.license_key,
+                    order_status: None,
                     order_id: o.order_id,
                 })
             })

@@ -1,5 +1,5 @@
-//! Delivery: a licence key bound to each paid order (from the campaign's pool, or
-//! derived), the order marked delivered, and the orders held back counted.
+//! Delivery: a licence key bound to each unit of a paid order (from the campaign's pool,
+//! or derived), the order marked delivered, and the orders held back counted.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -12,9 +12,21 @@ use seckill_core::keys::{CodeKeys, OrderId, PartitionKeys};
 use seckill_core::reply::{int, text};
 use seckill_core::scripts;
 
+/// The derived licence keys of an order's units, a line each: the first is the order's
+/// own (as an order of one always had), the others the order's with the unit's number.
+fn derived_keys(secret: &seckill_core::auth::Secret, order_id: &str, units: i64) -> String {
+    (0..units.max(1))
+        .map(|i| match i {
+            0 => derive_license(secret, order_id),
+            i => derive_license(secret, &format!("{order_id}/{i}")),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 impl Worker {
-    /// Binds a licence key to each paid order and marks it delivered, once: a replayed
-    /// `paid` event finds the same code bound and the order already delivered. Each step
+    /// Binds a licence key to each unit of each paid order and marks it delivered, once:
+    /// a replayed `paid` event finds the same codes bound and the order already delivered. Each step
     /// is one pipelined round trip for the whole batch. Returns the orders it could not
     /// deliver: their events must stay pending, to be tried again.
     pub(super) fn deliver<'e>(
@@ -38,7 +50,8 @@ impl Worker {
                 .arg(2)
                 .arg(k.pool())
                 .arg(k.bound())
-                .arg(&e.order_id);
+                .arg(&e.order_id)
+                .arg(e.quantity.max(1));
         }
         let codes: Vec<Option<String>> = if pooled.is_empty() {
             Vec::new()
@@ -58,12 +71,12 @@ impl Worker {
                 Some(None) => {
                     // Logged once per order: its retries show in the undelivered gauge.
                     if !self.held_back.contains_key(&e.order_id) {
-                        tracing::error!(campaign = %e.campaign, order = %e.order_id, "code pool exhausted; order left pending until codes are added");
+                        tracing::error!(campaign = %e.campaign, order = %e.order_id, units = e.quantity, "code pool short of the order's units; order left pending until codes are added");
                     }
                     undelivered.insert(e.order_id.as_str());
                     continue;
                 }
-                None => derive_license(&self.opts.licences, &e.order_id),
+                None => derived_keys(&self.opts.licences, &e.order_id, e.quantity),
             };
             let Some(oid) = OrderId::parse(&e.order_id) else {
                 continue;

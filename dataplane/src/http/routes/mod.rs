@@ -7,6 +7,7 @@ pub mod events;
 pub mod orders;
 pub mod page;
 pub mod pay;
+pub mod payments;
 pub mod purchase;
 pub mod queue;
 pub mod session;

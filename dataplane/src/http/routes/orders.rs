@@ -25,6 +25,8 @@ pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Repl
             order::PAY_BY_MS,
             order::PAID_MS,
             order::LICENSE_KEY,
+            order::LICENSE_KEYS,
+            order::REFUNDS,
         ]))
         .await
         .and_then(items)?;
@@ -42,11 +44,19 @@ pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Repl
         pay_by_ms: int(fields.get(3)).unwrap_or(0),
         paid_ms: int(fields.get(4)).filter(|t| *t > 0),
         license_key: None,
+        license_keys: None,
+        refunds_due: refunds_due(shard, &oid, text(fields.get(7))).await?,
         download_url: None,
         download_expires_at_ms: None,
     };
     if delivered {
-        body.license_key = Some(text(fields.get(5)).unwrap_or_default().into());
+        let first = text(fields.get(5)).unwrap_or_default();
+        let keys = text(fields.get(6)).map_or_else(
+            || vec![first.clone()],
+            |k| k.lines().map(String::from).collect(),
+        );
+        body.license_key = Some(first.into());
+        body.license_keys = Some(keys);
         let has_file = shard
             .with_campaign(oid.campaign, |v| v.campaign.spec.content_file.is_some())
             .unwrap_or(false);
@@ -59,4 +69,33 @@ pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Repl
         }
     }
     Ok(ok(&body))
+}
+
+/// The payments of an order still owed back, from its partition's payments.
+async fn refunds_due(
+    shard: &Shard,
+    oid: &OrderId<'_>,
+    ids: Option<String>,
+) -> Result<Vec<api::Refund>, ApiError> {
+    let Some(ids) = ids.filter(|i| !i.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let key = PartitionKeys::new(oid.campaign, oid.partition).payments();
+    let mut cmd = redis::cmd("HMGET");
+    cmd.arg(key);
+    for id in ids.split(' ') {
+        cmd.arg(id);
+    }
+    let records = shard.read(&cmd).await.and_then(items)?;
+    Ok(records
+        .iter()
+        .filter_map(|r| serde_json::from_str::<crate::store::PaymentRecord>(&text(Some(r))?).ok())
+        .filter(|r| r.status == "refund_due")
+        .map(|r| api::Refund {
+            amount_cents: r.amount_cents.parse().unwrap_or(0),
+            payment_id: r.payment_id,
+            currency: r.currency,
+            reason: r.reason,
+        })
+        .collect())
 }

@@ -189,6 +189,25 @@ impl RedisConn {
             .any(|n| n.breaker.borrow().is_open())
     }
 
+    /// Asks the node that serves `key` how many of its replicas hold every write this
+    /// shard sent it so far (`WAIT`), waiting up to `timeout_ms` for `replicas` of them.
+    pub async fn wait_near(
+        &self,
+        key: &str,
+        replicas: u32,
+        timeout_ms: u64,
+    ) -> Result<i64, StoreError> {
+        let node = self
+            .inner
+            .node_for_key(Some(key.as_bytes()))
+            .ok_or(StoreError::Unavailable)?;
+        let cmd = redis::cmd("WAIT").arg(replicas).arg(timeout_ms).clone();
+        match node.query(&cmd, false).await? {
+            redis::Value::Int(n) => Ok(n),
+            other => Err(StoreError::Protocol(format!("WAIT answered {other:?}"))),
+        }
+    }
+
     /// Sends one command to the node that serves its key and waits for its reply, at
     /// most the command timeout; refused at once while that node's circuit breaker is
     /// open. Redirections are followed. A Redis error reply is `Err(StoreError::Server)`.

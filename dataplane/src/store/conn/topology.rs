@@ -99,6 +99,11 @@ fn routing_key(cmd: &Cmd) -> Option<&[u8]> {
 impl Inner {
     /// The node a command goes to first.
     pub(super) fn node_for(&self, cmd: &Cmd) -> Option<Rc<Node>> {
+        self.node_for_key(routing_key(cmd))
+    }
+
+    /// The node that serves `key`; any master for none.
+    pub(super) fn node_for_key(&self, key: Option<&[u8]>) -> Option<Rc<Node>> {
         let nodes = self.nodes.borrow();
         match self.topology.get() {
             Topology::Unknown => None,
@@ -106,7 +111,7 @@ impl Inner {
             Topology::Cluster => {
                 // A command without a key goes to the master of slot 0: a master that
                 // serves now, whichever node that is after a failover.
-                let slot = routing_key(cmd).map_or(0, slot_of);
+                let slot = key.map_or(0, slot_of);
                 let i = self.slots.borrow()[slot];
                 nodes.get(usize::from(i)).cloned()
             }

@@ -17,7 +17,7 @@ counted_node() {
   valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes \
       --callgrind-out-file="$work/$1/cg.%p" \
       "$2" serve --listen "127.0.0.1:$p" --admin-listen "" --redis "$node_redis" \
-      --redis-password-file "$node_password_file" --shards 1 --no-worker --demo-issuer \
+      --redis-password-file "$node_password_file" --shards 1 --no-worker --demo-issuer --demo-payments \
       --secret-file "$work/secret" 2>"$work/$1/node.log" &
   vg=$!
   pids+=("$vg")

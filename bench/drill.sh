@@ -188,7 +188,7 @@ TOML
 serve() {
   $bin/seckill-dataplane serve --config "$1" --listen "127.0.0.1:$2" --admin-listen "127.0.0.1:$3" \
       --redis "$4" --redis-password-file "$node_password_file" --shards "$5" \
-      --secret-file "$work/secret" 2>>"$6" &
+      --secret-file "$work/secret" --demo-payments 2>>"$6" &
   served=$!
   pids+=($served)
   wait_http "http://127.0.0.1:$2"

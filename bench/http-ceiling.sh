@@ -30,7 +30,7 @@ nginx_pid=${pids[-1]}
 dport=$(port)
 $bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" \
     --redis "$node_redis" --redis-password-file "$node_password_file" \
-    --shards "$shards" --demo-issuer --secret-file "$work/secret" ${SERVE_ARGS:-} 2>"$work/dataplane.log" &
+    --shards "$shards" --demo-issuer --demo-payments --secret-file "$work/secret" ${SERVE_ARGS:-} 2>"$work/dataplane.log" &
 pids+=($!)
 declare -A server=([$dport]=$!)
 wait_http "http://127.0.0.1:$dport"
@@ -55,7 +55,7 @@ if [ -n "${BASELINE:-}" ]; then
   awk '/^\[identity\]/ {skip = 1; next} /^\[/ {skip = 0} !skip' config/dataplane.toml > "$work/baseline.toml"
   "$BASELINE" serve --config "$work/baseline.toml" --listen "127.0.0.1:$bport" --admin-listen "" \
       --redis "$node_redis" --redis-password-file "$node_password_file" \
-      --shards "$shards" --demo-issuer --secret-file "$work/secret" ${SERVE_ARGS:-} 2>"$work/baseline.log" &
+      --shards "$shards" --demo-issuer --demo-payments --secret-file "$work/secret" ${SERVE_ARGS:-} 2>"$work/baseline.log" &
   pids+=($!)
   server[$bport]=$!
   wait_http "http://127.0.0.1:$bport"

@@ -33,6 +33,9 @@ jwk = {"kty": "OKP", "crv": "Ed25519", "x": base64.urlsafe_b64encode(x).rstrip(b
 json.dump({"keys": [jwk]}, open(sys.argv[2], "w"))
 PY
 export SECKILL_JWKS_FILE="$work/shop/jwks.json" SECKILL_TOKEN_ISSUER="https://shop.bench"
+# Buyers pay through the demo provider: the node signs each payment's webhook to itself
+# and takes it as the provider's (loopback nodes only).
+export SECKILL_DEMO_PAYMENTS=true
 
 # make_users: the managed Redis's ACL users (scripts/redis-users.sh) in $work/users, so
 # the bench logs in as production does: the default user off, nodes and order workers

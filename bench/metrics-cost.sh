@@ -23,7 +23,7 @@ start() {
   : > "$work/empty.toml"
   "$1" serve --config "$work/empty.toml" --listen "127.0.0.1:$dport" "${admin[@]}" \
       --redis "$node_redis" --redis-password-file "$node_password_file" --shards 1 \
-      --demo-issuer --secret-file "$work/secret" 2>>"$work/serve.log" &
+      --demo-issuer --demo-payments --secret-file "$work/secret" 2>>"$work/serve.log" &
   node=$!
   wait_http "http://127.0.0.1:$dport"
   buy_the_unit "http://127.0.0.1:$dport"

@@ -24,7 +24,7 @@ campaign() {
 }
 serve() {
   $bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" \
-      --redis "$node_redis" --redis-password-file "$node_password_file" --shards 1 --demo-issuer \
+      --redis "$node_redis" --redis-password-file "$node_password_file" --shards 1 --demo-issuer --demo-payments \
       --secret-file "$work/secret" "$@" 2>>"$work/serve.log" &
   server=$!
   pids+=($server)  # stopped at exit too, should a step fail before its stop

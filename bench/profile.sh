@@ -25,7 +25,7 @@ start_redis
 dport=$(port)
 $bin/seckill-dataplane serve --listen "127.0.0.1:$dport" --admin-listen "" \
     --redis "$node_redis" --redis-password-file "$node_password_file" \
-    --shards 1 --demo-issuer --secret-file "$work/secret" 2>"$work/dataplane.log" &
+    --shards 1 --demo-issuer --demo-payments --secret-file "$work/secret" 2>"$work/dataplane.log" &
 node=$!
 pids+=($node)
 wait_http "http://127.0.0.1:$dport"

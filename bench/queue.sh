@@ -173,7 +173,7 @@ dport=$(port)
 : > "$work/empty.toml"
 $bin/seckill-dataplane serve --config "$work/empty.toml" --listen "127.0.0.1:$dport" \
     --admin-listen "" --no-worker --redis "$node_redis" --redis-password-file "$node_password_file" \
-    --shards 1 --demo-issuer --secret-file "$work/secret" 2>"$work/dataplane.log" &
+    --shards 1 --demo-issuer --demo-payments --secret-file "$work/secret" 2>"$work/dataplane.log" &
 node=$!
 pids+=($node)
 wait_http "http://127.0.0.1:$dport"

@@ -106,6 +106,18 @@ impl Client {
         answer(req.send(body))
     }
 
+    /// A `POST` with these headers, as a webhook's sender makes one.
+    pub fn post_with(&self, path: &str, headers: &[(String, String)], body: &str) -> Answer {
+        let mut req = self
+            .agent
+            .post(&format!("{}{path}", self.base))
+            .header("Content-Type", "application/json");
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        answer(req.send(body))
+    }
+
     pub fn token(&self, user: &str) -> String {
         let (code, v) = self.post(
             "/api/session",

@@ -31,6 +31,18 @@ pub(super) struct ServeArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     demo_issuer: Option<bool>,
+    /// The demo payment provider ([payments] provider = "demo"): a shopper's own
+    /// POST /api/orders/{id}/pay has the node sign a payment webhook to itself. Demos and
+    /// tests only, and only on a loopback listener.
+    #[arg(long, env = "SECKILL_DEMO_PAYMENTS")]
+    demo_payments: bool,
+    /// A file holding the payment provider's webhook secret (whsec_…, mode 0600); may be
+    /// given more than once, for a rotation ([payments] webhook_secret_files).
+    #[arg(
+        long = "payment-webhook-secret-file",
+        env = "SECKILL_PAYMENT_WEBHOOK_SECRET_FILE"
+    )]
+    payment_webhook_secret_files: Vec<std::path::PathBuf>,
     /// The shop's JWKS file, re-read when it changes ([identity] jwks_file).
     #[arg(long, env = "SECKILL_JWKS_FILE")]
     jwks_file: Option<std::path::PathBuf>,
@@ -70,6 +82,12 @@ pub(super) fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     if a.no_worker {
         config.worker.enabled = false;
+    }
+    if a.demo_payments {
+        config.payments.provider = "demo".into();
+    }
+    if !a.payment_webhook_secret_files.is_empty() {
+        config.payments.webhook_secret_files = a.payment_webhook_secret_files;
     }
     if let Some(v) = a.jwks_file {
         config.identity.jwks_file = Some(v);

@@ -233,3 +233,50 @@ fn the_shops_keys_are_one_source_read_at_start_with_its_issuer() {
         [seckill_core::node_keys::DEMO_KID]
     );
 }
+
+#[test]
+fn payments_are_checked_and_the_demo_provider_stays_on_loopback() {
+    let (d, c) = with_secret("");
+    let s = c.validate().expect("valid");
+    assert!(s.payments.demo.is_none() && s.payments.verifier.is_empty());
+    assert_eq!(s.payments.wait_replicas, 1);
+    let (_d, c) = with_secret("[payments]\nprovider = \"paypal\"");
+    assert_eq!(
+        c.validate().expect_err("provider").field,
+        "payments.provider"
+    );
+    let (_d, c) = with_secret("listen = \"0.0.0.0:8080\"\n[payments]\nprovider = \"demo\"");
+    let e = c.validate().expect_err("demo beyond loopback");
+    assert_eq!(e.field, "payments.provider");
+    let (_d, c) = with_secret("[payments]\nprovider = \"demo\"");
+    assert!(c.validate().expect("demo").payments.demo.is_some());
+    // A secret file must be private and hold a key as the spec writes it.
+    let loose = d.path().join("loose.secret");
+    std::fs::write(&loose, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").expect("write");
+    let (_d2, c) = with_secret(&format!(
+        "[payments]\nwebhook_secret_files = [\"{}\"]",
+        loose.display()
+    ));
+    let e = c.validate().expect_err("mode 0644");
+    assert_eq!(e.field, "payments.webhook_secret_files");
+    assert!(e.problem.contains("chmod 600"), "{e}");
+    let bad = d.path().join("bad.secret");
+    seckill_core::secrets::create_private(&bad, b"hunter2").expect("write");
+    let (_d2, c) = with_secret(&format!(
+        "[payments]\nwebhook_secret_files = [\"{}\"]",
+        bad.display()
+    ));
+    assert!(c
+        .validate()
+        .expect_err("not whsec")
+        .problem
+        .contains("whsec_"));
+    let good = d.path().join("good.secret");
+    seckill_core::secrets::create_private(&good, b"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n")
+        .expect("write");
+    let (_d2, c) = with_secret(&format!(
+        "[payments]\nwebhook_secret_files = [\"{}\"]",
+        good.display()
+    ));
+    assert!(!c.validate().expect("valid").payments.verifier.is_empty());
+}

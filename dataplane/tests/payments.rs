@@ -339,6 +339,39 @@ fn money_after_the_hold_is_owed_back_and_never_takes_a_unit() {
         (1, 0, 4)
     );
     assert_eq!(r.orders_in_redis.get("refund_due"), Some(&1));
+
+    // Operators list what is owed back, as a script reads it.
+    let out = payments_cli(&redis, &["refunds", "--json"]);
+    let due: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(due.as_array().map(Vec::len), Some(1), "{due}");
+    assert_eq!(due[0]["payment_id"], "pi_dan");
+    assert_eq!(due[0]["amount_cents"], 500);
+    assert_eq!(due[0]["currency"], "EUR");
+    assert_eq!(due[0]["reason"], "expired");
+    let out = payments_cli(&redis, &["list", "--campaign", "late"]);
+    assert!(out.contains("pi_eve") && out.contains("paid"), "{out}");
+    assert!(out.contains("pi_fay") && out.contains("failed"), "{out}");
+}
+
+/// `seckill-dataplane payments …` as an operator runs it.
+fn payments_cli(redis: &Redis, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_seckill-dataplane"))
+        .arg("payments")
+        .args([
+            "--redis",
+            &format!("redis://seckill-ops@127.0.0.1:{}", redis.port),
+        ])
+        .arg("--redis-password-file")
+        .arg(redis.users().join("ops.password"))
+        .args(args)
+        .output()
+        .expect("run seckill-dataplane");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
 }
 
 #[test]

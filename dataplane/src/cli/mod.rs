@@ -1,7 +1,7 @@
 //! The `seckill-dataplane` command line: `serve` and `worker`, which run a node and an
 //! order worker from the configuration, and the commands operators and scripts use on
-//! the control plane (`campaign`, `limits`, `blacklist`, `reconcile`), and `keys`, which
-//! makes a shop's signing key and the JWKS the nodes read: a file each.
+//! the control plane (`campaign`, `limits`, `blacklist`, `reconcile`, `payments`), and
+//! `keys`, which makes a shop's signing key and the JWKS the nodes read: a file each.
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -16,6 +16,7 @@ mod blacklist;
 mod campaign;
 mod keys;
 mod limits;
+mod payments;
 mod reconcile;
 mod serve;
 mod worker;
@@ -79,6 +80,13 @@ enum Command {
         #[command(subcommand)]
         command: campaign::CampaignCommand,
     },
+    /// Payments owed back, and every payment taken.
+    Payments {
+        #[command(flatten)]
+        control: ControlPlane,
+        #[command(subcommand)]
+        command: payments::PaymentsCommand,
+    },
     /// The shop's signing keys and the JWKS the nodes read.
     Keys {
         #[command(subcommand)]
@@ -102,6 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Blacklist { control, command } => blacklist::run(&control.url()?, command),
         Command::Reconcile(a) => reconcile::run(&a.control.url()?, a),
         Command::Campaign { control, command } => campaign::run(&control.url()?, command),
+        Command::Payments { control, command } => payments::run(&control.url()?, command),
         Command::Keys { command } => keys::run(command),
     }
 }

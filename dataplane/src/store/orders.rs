@@ -40,21 +40,7 @@ pub struct Taken {
     pub replicas: i64,
 }
 
-/// A payment as the partition's `payments` hash keeps it (the script writes every field
-/// as a string).
-#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
-pub struct PaymentRecord {
-    pub order_id: String,
-    pub payment_id: String,
-    pub amount_cents: String,
-    pub currency: String,
-    /// `paid`, `refund_due`, `refunded`, `mismatch`, `pending` or `failed`.
-    pub status: String,
-    /// Why: `expired` or `duplicate` for money owed back, `amount` or `currency` for a
-    /// mismatch.
-    pub reason: String,
-    pub ms: String,
-}
+pub use seckill_core::payments::PaymentRecord;
 
 /// Most holds one release call frees, so one call never blocks Redis for long.
 const RELEASE_BATCH: u32 = 256;

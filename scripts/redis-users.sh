@@ -3,7 +3,7 @@
 #
 #   seckill-node    data plane nodes and order workers: the commands they use on the
 #                   keys they write (partitions, tickets, codes, the blacklist, the fleet's
-#                   records, unmatched payments); campaigns and limits read-only; and
+#                   records, unmatched payments, the shop's webhooks); campaigns and limits read-only; and
 #                   INFO, by which a payment learns whether its master has replicas to
 #                   wait for
 #   seckill-ops     the operators' CLI, console and simulator: the whole control plane
@@ -39,7 +39,7 @@ limited="+@all -@dangerous -script|flush -script|kill -function"
   echo "user default off resetpass ~* &* +@all"
   echo "user seckill-admin on #$(hash admin) ~* &* +@all"
   echo "user seckill-ops on #$(hash ops) ~sk:* &sk:* $limited"
-  echo "user seckill-node on #$(hash node) ~sk:{* ~sk:blacklist ~sk:blacklist:version ~sk:fleet ~sk:node:* ~sk:worker:* ~sk:payments:* %R~sk:* &sk:* $limited +info"
+  echo "user seckill-node on #$(hash node) ~sk:{* ~sk:blacklist ~sk:blacklist:version ~sk:fleet ~sk:node:* ~sk:worker:* ~sk:payments:* ~sk:shop:* %R~sk:* &sk:* $limited +info"
 } > "$dir/users.acl.new"
 mv "$dir/users.acl.new" "$dir/users.acl"
 printf 'masteruser seckill-admin\nmasterauth %s\n' "$(tr -d '\n' < "$dir/admin.password")" > "$dir/replication.conf.new"

@@ -22,6 +22,10 @@ pub const LIMITS: &str = "sk:limits";
 pub const BLACKLIST: &str = "sk:blacklist";
 /// Counter bumped on every change of the blacklist; shards reload when it moves.
 pub const BLACKLIST_VERSION: &str = "sk:blacklist:version";
+/// Stream: the webhooks the shop is yet to take (`id`, `type`, `data`), in order.
+pub const SHOP_OUTBOX: &str = "sk:shop:outbox";
+/// Hash: webhook id → a webhook the shop refused for good (JSON), until replayed.
+pub const SHOP_DEAD: &str = "sk:shop:dead";
 /// Hash: payment id → a payment for an order nobody knows (JSON), for operators.
 pub const UNMATCHED_PAYMENTS: &str = "sk:payments:unmatched";
 /// Sorted set of `node:<name>` and `worker:<name>` by when they last reported (ms).

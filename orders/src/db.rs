@@ -5,7 +5,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
-use super::event::Event;
+use super::event::{Event, Kind};
 
 /// Each entry migrates the schema from its index to the next version.
 const MIGRATIONS: &[&str] = &[
@@ -45,6 +45,18 @@ const MIGRATIONS: &[&str] = &[
     DROP TABLE events;
     ALTER TABLE events_v2 RENAME TO events;
     CREATE INDEX events_by_order ON events (order_id, kind);",
+    // 3: money owed back (a payment after the hold, or a second one), and given back.
+    "CREATE TABLE refunds (
+        order_id     TEXT NOT NULL,
+        payment_id   TEXT NOT NULL,
+        campaign     TEXT NOT NULL,
+        amount_cents INTEGER NOT NULL,
+        currency     TEXT NOT NULL,
+        reason       TEXT NOT NULL,
+        status       TEXT NOT NULL,
+        PRIMARY KEY (order_id, payment_id)
+    );
+    CREATE INDEX refunds_by_status ON refunds (status);",
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -126,9 +138,27 @@ impl OrderDb {
                 RANK.replace("{}", "orders.status"),
             );
             let mut upsert = tx.prepare_cached(&upsert)?;
+            // A refund done never goes back to due, whatever order the events come in.
+            let mut refund = tx.prepare_cached(
+                "INSERT INTO refunds (order_id, payment_id, campaign, amount_cents, currency, reason, status)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (order_id, payment_id) DO UPDATE SET status = excluded.status
+                 WHERE excluded.status = 'refunded'",
+            )?;
             for e in events {
                 if seen.execute(params![e.stream, e.entry_id, e.order_id, e.kind.as_str()])? == 0 {
                     continue;
+                }
+                if let (Some(p), Kind::RefundDue | Kind::Refunded) = (&e.payment, e.kind) {
+                    refund.execute(params![
+                        e.order_id,
+                        p.payment_id,
+                        e.campaign,
+                        p.amount_cents,
+                        p.currency,
+                        p.reason.as_deref().unwrap_or(""),
+                        e.kind.as_str(),
+                    ])?;
                 }
                 upsert.execute(params![
                     e.order_id,
@@ -146,6 +176,17 @@ impl OrderDb {
             }
         }
         tx.commit()
+    }
+
+    /// Payments this store knows to be owed back still.
+    pub fn refunds_due(&self) -> rusqlite::Result<u64> {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*) FROM refunds WHERE status = 'refund_due'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n.max(0) as u64)
     }
 
     /// Every order of a campaign this store holds.
@@ -226,6 +267,7 @@ mod tests {
             delivered_ms: (kind == Kind::Delivered).then_some(6),
             license_key: (kind == Kind::Delivered).then(|| "KEY".to_string()),
             order_status: None,
+            payment: None,
         }
     }
 

@@ -60,6 +60,19 @@ pub struct Event {
     /// The order's status after the event, where the event says (a refund's: a second
     /// payment of a delivered order leaves it delivered).
     pub order_status: Option<String>,
+    /// The payment of a `paid`, `refund_due` or `refunded` event.
+    pub payment: Option<Payment>,
+}
+
+/// A payment as an order event carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payment {
+    pub payment_id: String,
+    /// In the currency's minor units.
+    pub amount_cents: i64,
+    pub currency: String,
+    /// Why money is owed back: `expired` or `duplicate`.
+    pub reason: Option<String>,
 }
 
 impl Event {
@@ -97,6 +110,12 @@ impl Event {
                 delivered_ms: n(field::DELIVERED_MS),
                 license_key: s(field::LICENSE_KEYS).or_else(|| s(field::LICENSE_KEY)),
                 order_status: s(field::STATUS),
+                payment: s(field::PAYMENT_ID).map(|payment_id| Payment {
+                    payment_id,
+                    amount_cents: n(field::AMOUNT_CENTS).unwrap_or(0),
+                    currency: s(field::CURRENCY).unwrap_or_default(),
+                    reason: s(field::REASON),
+                }),
             })
         };
         match s(field::ORDERS) {

@@ -15,6 +15,10 @@ pub struct WorkerMetrics {
     pub undelivered: AtomicU64,
     pub delivery_failures: AtomicU64,
     pub pay_to_delivered: Histo,
+    /// Payments owed back, as this worker's store knows them.
+    pub refunds_due: AtomicU64,
+    /// The shop's webhooks: sent, failed tries, waiting, refused for good.
+    pub shop: std::sync::Arc<crate::shop::ShopMetrics>,
 }
 
 impl WorkerMetrics {

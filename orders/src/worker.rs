@@ -45,6 +45,11 @@ pub struct WorkerOptions {
     /// a master loses unreplicated never reaches a store; 0 stores at once.
     pub wait_replicas: u32,
     pub wait_timeout: Duration,
+    /// The shop's webhooks: each stored event goes into their outbox, and a sender
+    /// thread beside the worker posts them.
+    pub shop: Option<crate::shop::ShopOptions>,
+    /// Signs the download paths in `order.delivered` webhooks, good for this long.
+    pub downloads: Option<(Secret, Duration)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +100,8 @@ pub struct Worker {
     streams: Vec<Stream>,
     /// Campaigns that hand out codes from a pool.
     pooled: HashSet<String>,
+    /// Campaigns with a file to download.
+    with_file: HashSet<String>,
     discovered: Option<Instant>,
     /// Paid orders this worker could not deliver and left pending, with when it last
     /// tried each: a retry refreshes them, a delivery removes them.
@@ -120,6 +127,7 @@ impl Worker {
             db,
             streams: Vec::new(),
             pooled: HashSet::new(),
+            with_file: HashSet::new(),
             discovered: None,
             held_back: HashMap::new(),
             stats: WorkerStats {
@@ -149,6 +157,9 @@ impl Worker {
             }
             if c.spec.codes_file.is_some() {
                 self.pooled.insert(c.spec.id.clone());
+            }
+            if c.spec.content_file.is_some() {
+                self.with_file.insert(c.spec.id.clone());
             }
             for p in 0..c.spec.partitions {
                 let key = PartitionKeys::new(&c.spec.id, p).events();
@@ -198,6 +209,9 @@ impl Worker {
             .filter(|(_, e)| e.kind == Kind::Paid && undelivered.contains(e.order_id.as_str()))
             .map(|(n, _)| *n)
             .collect();
+        // The shop hears of each event before it is acknowledged: a worker that dies
+        // between the two tells it again, under the same webhook id.
+        self.tell_the_shop(&at, &events, &keep)?;
         let acked = self.acknowledge(&entries, &keep)?;
         assert_eq!(
             acked + keep.len(),
@@ -211,6 +225,39 @@ impl Worker {
             m.events.fetch_add(done, Ordering::Relaxed);
         }
         Ok(entries.len())
+    }
+
+    /// Puts the shop's webhook of each event of the pass into the outbox, but for the
+    /// events kept pending.
+    fn tell_the_shop(
+        &mut self,
+        at: &[usize],
+        events: &[Event],
+        keep: &HashSet<usize>,
+    ) -> Result<(), WorkerError> {
+        let Some(shop) = &self.opts.shop else {
+            return Ok(());
+        };
+        let out: Vec<crate::shop::Outgoing> = at
+            .iter()
+            .zip(events)
+            .filter(|(n, _)| !keep.contains(n))
+            .map(|(_, e)| {
+                let path = (e.kind == Kind::Delivered && self.with_file.contains(&e.campaign))
+                    .then_some(self.opts.downloads.as_ref())
+                    .flatten()
+                    .map(|(key, ttl)| {
+                        let until = seckill_core::now_ms() + ttl.as_millis() as i64;
+                        format!(
+                            "/dl/{}",
+                            seckill_core::auth::sign_download(key, &e.order_id, until)
+                        )
+                    });
+                crate::shop::webhook_of(e, path)
+            })
+            .collect();
+        crate::shop::enqueue(&mut self.con, &out, shop.cap)?;
+        Ok(())
     }
 
     /// The entries of this pass, each with its stream's index: those claimed from dead

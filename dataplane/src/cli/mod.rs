@@ -1,7 +1,8 @@
 //! The `seckill-dataplane` command line: `serve` and `worker`, which run a node and an
 //! order worker from the configuration, and the commands operators and scripts use on
-//! the control plane (`campaign`, `limits`, `blacklist`, `reconcile`, `payments`), and
-//! `keys`, which makes a shop's signing key and the JWKS the nodes read: a file each.
+//! the control plane (`campaign`, `limits`, `blacklist`, `reconcile`, `payments`,
+//! `webhooks`), and `keys`, which makes a shop's signing key and the JWKS the nodes
+//! read: a file each.
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -19,6 +20,7 @@ mod limits;
 mod payments;
 mod reconcile;
 mod serve;
+mod webhooks;
 mod worker;
 
 #[derive(Parser)]
@@ -87,6 +89,13 @@ enum Command {
         #[command(subcommand)]
         command: payments::PaymentsCommand,
     },
+    /// The shop's webhooks it refused for good: list them, send them again.
+    Webhooks {
+        #[command(flatten)]
+        control: ControlPlane,
+        #[command(subcommand)]
+        command: webhooks::WebhooksCommand,
+    },
     /// The shop's signing keys and the JWKS the nodes read.
     Keys {
         #[command(subcommand)]
@@ -111,6 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Reconcile(a) => reconcile::run(&a.control.url()?, a),
         Command::Campaign { control, command } => campaign::run(&control.url()?, command),
         Command::Payments { control, command } => payments::run(&control.url()?, command),
+        Command::Webhooks { control, command } => webhooks::run(&control.url()?, command),
         Command::Keys { command } => keys::run(command),
     }
 }
@@ -154,6 +164,12 @@ struct CommonArgs {
     /// File holding the node secret, which the node's keys derive from.
     #[arg(long, env = "SECKILL_SECRET_FILE")]
     secret_file: Option<PathBuf>,
+    /// The shop's endpoint for its order webhooks ([shop_webhooks] url).
+    #[arg(long, env = "SECKILL_SHOP_WEBHOOK_URL")]
+    shop_webhook_url: Option<String>,
+    /// A file holding the shop's webhook secret, whsec_… ([shop_webhooks] secret_file).
+    #[arg(long, env = "SECKILL_SHOP_WEBHOOK_SECRET_FILE")]
+    shop_webhook_secret_file: Option<PathBuf>,
 }
 
 impl CommonArgs {
@@ -171,6 +187,12 @@ impl CommonArgs {
         }
         if let Some(v) = self.secret_file {
             config.secret_file = v;
+        }
+        if let Some(v) = self.shop_webhook_url {
+            config.shop_webhooks.url = Some(v);
+        }
+        if let Some(v) = self.shop_webhook_secret_file {
+            config.shop_webhooks.secret_file = Some(v);
         }
         Ok(config)
     }

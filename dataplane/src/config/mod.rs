@@ -12,7 +12,7 @@ mod sections;
 mod validate;
 pub use sections::{
     AdminConfig, ControlConfig, HttpConfig, IdentityConfig, MetricsConfig, PaymentsConfig,
-    RedisClientConfig, TicketConfig, WorkerConfig,
+    RedisClientConfig, ShopWebhooksConfig, TicketConfig, WorkerConfig,
 };
 
 #[derive(Debug, Clone, Deserialize)]
@@ -53,6 +53,7 @@ pub struct Config {
     pub download_ttl_s: u64,
     pub identity: IdentityConfig,
     pub payments: PaymentsConfig,
+    pub shop_webhooks: ShopWebhooksConfig,
     pub http: HttpConfig,
     pub redis_client: RedisClientConfig,
     pub control: ControlConfig,
@@ -83,6 +84,7 @@ impl Default for Config {
             download_ttl_s: 24 * 3600,
             identity: IdentityConfig::default(),
             payments: PaymentsConfig::default(),
+            shop_webhooks: ShopWebhooksConfig::default(),
             http: HttpConfig::default(),
             redis_client: RedisClientConfig::default(),
             control: ControlConfig::default(),
@@ -181,6 +183,8 @@ pub struct Settings {
     /// Who pays orders: the keys that verify the provider's webhooks, and the demo
     /// provider's signer when it is on.
     pub payments: crate::payments::Payments,
+    /// Where the shop's webhooks go, if anywhere.
+    pub shop: Option<seckill_orders::shop::ShopOptions>,
     pub token_ttl: Duration,
     pub max_token_ttl: Duration,
     pub content_dir: PathBuf,
@@ -211,6 +215,8 @@ impl Settings {
             metrics: None,
             wait_replicas: self.redis_client.wait_replicas,
             wait_timeout: Duration::from_millis(self.redis_client.wait_timeout_ms),
+            shop: self.shop.clone(),
+            downloads: Some((self.keys.downloads().clone(), self.download_ttl)),
         }
     }
 }
@@ -268,6 +274,7 @@ impl Config {
             self.demo_issuer.then(|| keys.demo_issuer().public_key()),
         )?;
         let payments = validate::payments(&self.payments, &secrets, listen, &trusted_proxies)?;
+        let shop = validate::shop_webhooks(&self.shop_webhooks)?;
         let node = validate::node(self.node.as_deref(), listen)?;
         Ok(Settings {
             node,
@@ -281,6 +288,7 @@ impl Config {
             keys,
             identity,
             payments,
+            shop,
             token_ttl: Duration::from_secs(self.token_ttl_s),
             max_token_ttl: Duration::from_secs(self.max_token_ttl_s),
             content_dir: self.content_dir.clone(),

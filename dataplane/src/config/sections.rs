@@ -273,3 +273,36 @@ impl Default for PaymentsConfig {
         }
     }
 }
+
+/// The shop's webhooks: every order event told to the shop's endpoint, signed as
+/// Standard Webhooks (`v1`) with the shop's secret.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShopWebhooksConfig {
+    /// The shop's endpoint: `https://`, or `http://` to a loopback address. None: the
+    /// shop hears nothing.
+    pub url: Option<String>,
+    /// A file of mode 0600 holding the shop's secret, `whsec_…`.
+    pub secret_file: Option<PathBuf>,
+    /// Certificates that alone are trusted for the endpoint (default: the system's).
+    pub ca_file: Option<PathBuf>,
+    /// Most webhooks waiting for the shop: beyond it, the oldest go.
+    pub max_backlog: u64,
+    /// Longest wait between two tries while the shop fails.
+    pub max_backoff_s: u64,
+    /// A try the shop has not answered by then failed.
+    pub timeout_ms: u64,
+}
+
+impl Default for ShopWebhooksConfig {
+    fn default() -> Self {
+        ShopWebhooksConfig {
+            url: None,
+            secret_file: None,
+            ca_file: None,
+            max_backlog: 1_000_000,
+            max_backoff_s: 300,
+            timeout_ms: 5_000,
+        }
+    }
+}

@@ -482,3 +482,66 @@ pub(super) fn payments(
         webhooks_per_s: f64::from(p.webhooks_per_s),
     })
 }
+
+/// The shop's webhook endpoint and its secret: both or neither; `https://`, or
+/// `http://` to a loopback address (a shop's own host), nothing else.
+pub(super) fn shop_webhooks(
+    c: &super::ShopWebhooksConfig,
+) -> Result<Option<seckill_orders::shop::ShopOptions>, ConfigError> {
+    use seckill_core::webhooks::{Signer, WebhookKey};
+    let Some(url) = &c.url else {
+        if c.secret_file.is_some() {
+            return Err(bad(
+                "shop_webhooks.url",
+                "a secret file is set but no endpoint: set url too (--shop-webhook-url)",
+            ));
+        }
+        return Ok(None);
+    };
+    let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+        .iter()
+        .any(|p| {
+            url.strip_prefix(p)
+                .is_some_and(|r| r.is_empty() || r.starts_with([':', '/']))
+        });
+    if !url.starts_with("https://") && !loopback {
+        return Err(bad(
+            "shop_webhooks.url",
+            "an https:// address (http:// only to a loopback address)",
+        ));
+    }
+    let Some(file) = &c.secret_file else {
+        return Err(bad(
+            "shop_webhooks.secret_file",
+            "the shop's webhooks are signed: name the file of its whsec_ secret (--shop-webhook-secret-file)",
+        ));
+    };
+    let text = seckill_core::secrets::read_private(file)
+        .map_err(|e| bad("shop_webhooks.secret_file", e))?;
+    let key = std::str::from_utf8(&text)
+        .map_err(|_| "not text".to_string())
+        .and_then(WebhookKey::parse)
+        .map_err(|e| {
+            bad(
+                "shop_webhooks.secret_file",
+                format!("{}: {e}", file.display()),
+            )
+        })?;
+    let signer = Signer::new(&key).ok_or_else(|| {
+        bad(
+            "shop_webhooks.secret_file",
+            "the node signs with a symmetric secret (whsec_), not a public key",
+        )
+    })?;
+    positive("shop_webhooks.max_backlog", c.max_backlog)?;
+    positive("shop_webhooks.max_backoff_s", c.max_backoff_s)?;
+    positive("shop_webhooks.timeout_ms", c.timeout_ms)?;
+    Ok(Some(seckill_orders::shop::ShopOptions {
+        url: url.clone(),
+        signer,
+        ca_file: c.ca_file.clone(),
+        cap: c.max_backlog,
+        max_backoff: std::time::Duration::from_secs(c.max_backoff_s),
+        timeout: std::time::Duration::from_millis(c.timeout_ms),
+    }))
+}

@@ -441,6 +441,36 @@ fn worker(out: &mut String, w: &WorkerMetrics) {
             "Attempts to deliver a paid order that failed (code pool empty, order not deliverable).",
             w.delivery_failures.load(Relaxed),
         ),
+        (
+            "seckill_refunds_due",
+            "gauge",
+            "Payments owed back (paid after the hold expired, or a second time), as the worker's store knows them.",
+            w.refunds_due.load(Relaxed),
+        ),
+        (
+            "seckill_shop_webhooks_sent_total",
+            "counter",
+            "Webhooks the shop took (answered 2xx).",
+            w.shop.sent.load(Relaxed),
+        ),
+        (
+            "seckill_shop_webhooks_failures_total",
+            "counter",
+            "Tries the shop did not take (down, slow, 408, 429 or 5xx): tried again later.",
+            w.shop.failures.load(Relaxed),
+        ),
+        (
+            "seckill_shop_webhooks_backlog",
+            "gauge",
+            "Webhooks waiting for the shop to take them (the outbox, fleet-wide).",
+            w.shop.backlog.load(Relaxed),
+        ),
+        (
+            "seckill_shop_webhooks_dead_letters",
+            "gauge",
+            "Webhooks the shop refused for good (4xx), kept until replayed.",
+            w.shop.dead.load(Relaxed),
+        ),
     ] {
         header(out, name, kind, help);
         let _ = writeln!(out, "{name} {v}");

@@ -88,6 +88,7 @@ pub fn repair(
                     delivered_ms: o.delivered_ms,
                     license_key: o.license_key,
                     order_status: None,
+                    payment: None,
                     order_id: o.order_id,
                 })
             })

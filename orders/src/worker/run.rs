@@ -14,8 +14,26 @@ struct Reported {
     delivered: u64,
 }
 
-/// Runs a worker until `stop` is set, reconnecting after failures.
+/// Runs a worker until `stop` is set, reconnecting after failures; and, for a shop that
+/// hears of every order, its webhooks' sender on a thread beside it.
 pub fn run(opts: WorkerOptions, stop: &AtomicBool) {
+    std::thread::scope(|s| {
+        if let Some(shop) = opts.shop.clone() {
+            let (url, name) = (opts.redis_url.clone(), opts.name.clone());
+            let metrics = opts.metrics.as_ref().map(|m| m.shop.clone());
+            std::thread::Builder::new()
+                .name("seckill-shop-webhooks".into())
+                .spawn_scoped(s, move || {
+                    crate::shop::run_sender(shop, &url, &name, stop, metrics)
+                })
+                .map_err(|e| tracing::error!(error = %e, "cannot start the shop's webhook sender"))
+                .ok();
+        }
+        run_worker(opts, stop);
+    });
+}
+
+fn run_worker(opts: WorkerOptions, stop: &AtomicBool) {
     let mut worker: Option<Worker> = None;
     let mut last_report = Instant::now();
     let started_ms = seckill_core::now_ms();
@@ -84,6 +102,8 @@ impl Worker {
         if let Some(m) = &self.opts.metrics {
             m.lag.store(lag, Ordering::Relaxed);
             m.pending.store(pending, Ordering::Relaxed);
+            m.refunds_due
+                .store(self.db.refunds_due()?, Ordering::Relaxed);
         }
         let secs = last.at.elapsed().as_secs_f64().max(0.001);
         // `last` counts from zero with each new worker: these counters only grow past it.

@@ -186,6 +186,29 @@ async fn unmatched(shard: &Shard, e: &PaymentEvent<'_>) -> Result<PaymentTaken, 
             &[e.payment_id, &record.to_string()],
         )
         .await?;
+    if let Some(shop) = &shard.settings().shop {
+        // The shop hears of it too (a retry of the same payment, under the same id).
+        let data = serde_json::json!({
+            "order_id": e.order_id, "payment_id": e.payment_id,
+            "amount_cents": e.amount_cents, "currency": e.currency, "status": "unmatched",
+        });
+        shard
+            .read(
+                redis::cmd("XADD")
+                    .arg(seckill_core::keys::SHOP_OUTBOX)
+                    .arg("MAXLEN")
+                    .arg("~")
+                    .arg(shop.cap)
+                    .arg("*")
+                    .arg("id")
+                    .arg(format!("unmatched:{}", e.payment_id))
+                    .arg("type")
+                    .arg("payment.unmatched")
+                    .arg("data")
+                    .arg(data.to_string()),
+            )
+            .await?;
+    }
     if matches!(replicas, redis::Value::Int(n) if n > 0) {
         replicated(shard, UNMATCHED_PAYMENTS).await?;
     }

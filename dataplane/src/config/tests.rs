@@ -280,3 +280,55 @@ fn payments_are_checked_and_the_demo_provider_stays_on_loopback() {
     ));
     assert!(!c.validate().expect("valid").payments.verifier.is_empty());
 }
+
+#[test]
+fn the_shops_webhooks_need_an_https_endpoint_and_a_private_secret() {
+    let (d, c) = with_secret("");
+    assert!(c.validate().expect("valid").shop.is_none());
+    let secret = d.path().join("shop.secret");
+    seckill_core::secrets::create_private(&secret, b"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        .expect("write");
+    let with = |url: &str, file: Option<&Path>| {
+        let file = file.map_or(String::new(), |f| {
+            format!("secret_file = \"{}\"\n", f.display())
+        });
+        with_secret(&format!("[shop_webhooks]\nurl = \"{url}\"\n{file}"))
+    };
+    for ok in [
+        "https://shop.example/hooks",
+        "http://127.0.0.1:9000/hooks",
+        "http://localhost/h",
+    ] {
+        let (_d, c) = with(ok, Some(&secret));
+        assert!(c.validate().expect(ok).shop.is_some(), "{ok}");
+    }
+    for bad in [
+        "http://shop.example/hooks",
+        "http://127.0.0.1.evil.example/",
+        "ftp://x",
+    ] {
+        let (_d, c) = with(bad, Some(&secret));
+        assert_eq!(
+            c.validate().expect_err(bad).field,
+            "shop_webhooks.url",
+            "{bad}"
+        );
+    }
+    let (_d, c) = with("https://shop.example/hooks", None);
+    assert_eq!(
+        c.validate().expect_err("no secret").field,
+        "shop_webhooks.secret_file"
+    );
+    let public = d.path().join("shop.pub");
+    seckill_core::secrets::create_private(
+        &public,
+        b"whpk_11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=",
+    )
+    .expect("write");
+    let (_d, c) = with("https://shop.example/hooks", Some(&public));
+    assert!(c
+        .validate()
+        .expect_err("public key")
+        .problem
+        .contains("whsec_"));
+}

@@ -249,6 +249,37 @@ pub struct Refund {
     pub reason: String,
 }
 
+/// A payment provider's event (Standard Webhooks' envelope): `POST /api/payments/webhook`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PaymentEvent {
+    /// `payment.succeeded`, `payment.pending`, `payment.failed` or `payment.refunded`
+    /// (others are answered `ignored`).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// RFC 3339.
+    pub timestamp: String,
+    pub data: PaymentEventData,
+}
+
+/// A payment event's `data`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PaymentEventData {
+    pub order_id: String,
+    /// In the currency's minor units: the campaign's price times the order's units pays it.
+    pub amount_cents: u64,
+    /// ISO 4217.
+    pub currency: String,
+    /// The provider's id of the payment: the same payment again changes nothing.
+    pub payment_id: String,
+}
+
+/// A shopper's orders, newest first: `GET /api/orders`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct OrderList<'a> {
+    #[serde(borrow)]
+    pub orders: Vec<Order<'a>>,
+}
+
 /// What a payment provider's webhook did: `POST /api/payments/webhook` answered 200.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PaymentTaken {

@@ -22,6 +22,12 @@ pub const LIMITS: &str = "sk:limits";
 pub const BLACKLIST: &str = "sk:blacklist";
 /// Counter bumped on every change of the blacklist; shards reload when it moves.
 pub const BLACKLIST_VERSION: &str = "sk:blacklist:version";
+/// Sorted set: a shopper's order ids, by their payment deadline (ms); the order workers
+/// add each order as they store it. Its own hash tag: one key a shopper.
+pub fn user_orders(user: &str) -> String {
+    format!("{PREFIX}:{{u:{user}}}:orders")
+}
+
 /// Stream: the webhooks the shop is yet to take (`id`, `type`, `data`), in order.
 pub const SHOP_OUTBOX: &str = "sk:shop:outbox";
 /// Hash: webhook id → a webhook the shop refused for good (JSON), until replayed.

@@ -880,3 +880,47 @@ fn a_quiet_campaign_is_read_a_few_times_a_second_and_its_late_payment_still_deli
     assert_eq!(r.orders_in_stores, r.orders_in_redis);
     assert_eq!((r.ledger.sold, r.ledger.remaining), (1, 9));
 }
+
+#[test]
+fn a_shopper_lists_their_own_orders_newest_first() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    open_sale(&redis, &node, spec("one", 10, 2, 1));
+    open_sale(&redis, &node, spec("two", 10, 2, 1));
+    let c = node.client();
+    let (ann, bob) = (c.token("ann"), c.token("bob"));
+    let (_, first) = c.purchase("one", &ann, None);
+    let first = first["order_id"].as_str().expect("id").to_string();
+    std::thread::sleep(Duration::from_millis(5));
+    let (_, second) = c.purchase("two", &ann, None);
+    let second = second["order_id"].as_str().expect("id").to_string();
+    assert_eq!(c.pay(&second, &ann).0, 200);
+    c.purchase("one", &bob, None);
+    let listed = |token: &str, query: &str| -> Vec<String> {
+        let (code, v) = c.get(&format!("/api/orders{query}"), Some(token));
+        assert_eq!(code, 200, "{v}");
+        v["orders"]
+            .as_array()
+            .expect("orders")
+            .iter()
+            .map(|o| o["order_id"].as_str().expect("id").to_string())
+            .collect()
+    };
+    wait_for("the orders indexed", Duration::from_secs(10), || {
+        listed(&ann, "").len() == 2
+    });
+    assert_eq!(listed(&ann, ""), [second.clone(), first.clone()]);
+    assert_eq!(listed(&ann, "?campaign=one"), [first.clone()]);
+    assert_eq!(listed(&bob, "?campaign=two"), Vec::<String>::new());
+    wait_for("delivery", Duration::from_secs(10), || {
+        let (_, v) = c.get("/api/orders?campaign=two", Some(&ann));
+        v["orders"][0]["status"] == "delivered"
+    });
+    let (code, v) = c.get("/api/orders?campaign=../x", Some(&ann));
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (400, Some("bad_request")),
+        "{v}"
+    );
+    assert_eq!(c.get("/api/orders", None).0, 401);
+}

@@ -211,6 +211,7 @@ impl Worker {
             .collect();
         // The shop hears of each event before it is acknowledged: a worker that dies
         // between the two tells it again, under the same webhook id.
+        self.index_orders(&events)?;
         self.tell_the_shop(&at, &events, &keep)?;
         let acked = self.acknowledge(&entries, &keep)?;
         assert_eq!(
@@ -225,6 +226,24 @@ impl Worker {
             m.events.fetch_add(done, Ordering::Relaxed);
         }
         Ok(entries.len())
+    }
+
+    /// Adds each new order to its shopper's index (`GET /api/orders`), in one round trip.
+    fn index_orders(&mut self, events: &[Event]) -> Result<(), WorkerError> {
+        let mut pipe = redis::pipe();
+        let mut any = false;
+        for e in events.iter().filter(|e| e.kind == Kind::Held) {
+            pipe.cmd("ZADD")
+                .arg(keys::user_orders(&e.user))
+                .arg(e.pay_by_ms)
+                .arg(&e.order_id)
+                .ignore();
+            any = true;
+        }
+        if any {
+            pipe.query::<()>(&mut self.con)?;
+        }
+        Ok(())
     }
 
     /// Puts the shop's webhook of each event of the pass into the outbox, but for the

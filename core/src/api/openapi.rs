@@ -121,6 +121,21 @@ fn schemas() -> Map<String, Value> {
     add("Paid", generator.root_schema_for::<Paid>(), &mut out);
     add("Order", generator.root_schema_for::<Order>(), &mut out);
     add(
+        "OrderList",
+        generator.root_schema_for::<OrderList>(),
+        &mut out,
+    );
+    add(
+        "PaymentEvent",
+        generator.root_schema_for::<PaymentEvent>(),
+        &mut out,
+    );
+    add(
+        "PaymentTaken",
+        generator.root_schema_for::<PaymentTaken>(),
+        &mut out,
+    );
+    add(
         "Challenge",
         generator.root_schema_for::<Challenge>(),
         &mut out,
@@ -165,6 +180,17 @@ pub fn openapi() -> Value {
     let receipt = json!({ "name": "Queue-Receipt", "in": "header", "required": false,
         "description": "the receipt of an earlier answer", "schema": { "type": "string" } });
     let admin = json!([{ "url": "http://127.0.0.1:9090", "description": "the admin listener (admin.listen)" }]);
+    let campaign_query = json!({ "name": "campaign", "in": "query", "required": false,
+        "description": "only this campaign's orders", "schema": { "type": "string", "pattern": "^[a-z0-9_-]{1,32}$" } });
+    let header = |name: &str, description: &str| {
+        json!({ "name": name, "in": "header", "required": true,
+        "description": description, "schema": { "type": "string" } })
+    };
+    let webhook_headers = vec![
+        header("webhook-id", "the webhook's id: the same id again gets the first answer"),
+        header("webhook-timestamp", "Unix seconds, within five minutes of the node's clock"),
+        header("webhook-signature", "space-separated v1,<base64> (HMAC-SHA256) or v1a,<base64> (Ed25519) over id.timestamp.body"),
+    ];
     let text = |description: &str, media: &str| json!({ "description": description, "content": { media: { "schema": { "type": "string" } } } });
     let status = json!({ "type": "object", "properties": {
         "status": { "type": "string" }, "reason": { "type": "string" } }, "required": ["status"] });
@@ -207,8 +233,12 @@ pub fn openapi() -> Value {
                     answers(json_answer("the shopper's standing", reference("QueueStatus")), &[401, 404, 429, 503])) },
             "/api/orders/{id}": { "get": op("An order, to its owner", BEARER, vec![order()], None,
                 answers(json_answer("the order", reference("Order")), &[401, 403, 404, 429, 503])) },
-            "/api/orders/{id}/pay": { "post": op("Pay a held order (simulated); the same answer again on a repeat", BEARER, vec![order()], None,
+            "/api/orders": { "get": op("The bearer's orders, newest first (at most 50)", BEARER, vec![campaign_query], None,
+                answers(json_answer("the orders", reference("OrderList")), &[400, 401, 403, 429, 503])) },
+            "/api/orders/{id}/pay": { "post": op("The demo payment provider (payments.provider = \"demo\", loopback only; 404 otherwise): the owner pays a held order through a webhook the node signs to itself; the same answer again on a repeat", BEARER, vec![order()], None,
                 answers(json_answer("paid", reference("Paid")), &[401, 403, 404, 410, 429, 503])) },
+            "/api/payments/webhook": { "post": op("The payment provider's events, verified as Standard Webhooks (v1 HMAC-SHA256 with a payments.webhook_secret_files secret, or v1a Ed25519) within five minutes; answered 2xx once the outcome is durable (503: retry)", &[], webhook_headers, Some(body("PaymentEvent")),
+                answers(json_answer("what the event did", reference("PaymentTaken")), &[400, 401, 408, 413, 429, 503])) },
             "/dl/{token}": { "get": op("The campaign's file, for a signed download link", &[], vec![path_id("token", "the link's signed token")], None,
                 answers(text("the file", "application/octet-stream"), &[403, 404, 410, 429, 503])) },
             "/c/{id}": { "get": op("The campaign's page for shoppers (any well-formed id: the page reads the campaign itself)", &[], vec![id()], None,

@@ -231,6 +231,7 @@ fn dispatch<'a>(shard: &'a Shard, route: Route<'a>, req: Request<Incoming>) -> S
         Route::Challenge(id) => routes::challenge::challenge(shard, id, req).boxed_local(),
         Route::Ticket(id) => routes::challenge::ticket(shard, id, req).boxed_local(),
         Route::Order(id) => routes::orders::get(shard, id, req).boxed_local(),
+        Route::Orders => routes::orders::list(shard, req).boxed_local(),
         Route::Pay(id) => routes::pay::post(shard, id, req).boxed_local(),
         Route::PaymentWebhook => routes::payments::webhook(shard, req).boxed_local(),
         Route::Download(token) => routes::download::get(shard, token).boxed_local(),

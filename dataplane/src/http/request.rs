@@ -19,6 +19,8 @@ pub enum Route<'a> {
     Challenge(&'a str),
     Ticket(&'a str),
     Order(&'a str),
+    /// The bearer's orders.
+    Orders,
     Pay(&'a str),
     Download(&'a str),
     /// Server-Sent Events: the campaign's state and stock as they change.
@@ -45,7 +47,7 @@ impl<'a> Route<'a> {
             Route::Purchase(_) => Endpoint::Purchase,
             Route::Challenge(_) => Endpoint::Challenge,
             Route::Ticket(_) => Endpoint::Ticket,
-            Route::Order(_) => Endpoint::Order,
+            Route::Order(_) | Route::Orders => Endpoint::Order,
             Route::Pay(_) => Endpoint::Pay,
             Route::Download(_) => Endpoint::Download,
             Route::Events(_) => Endpoint::Events,
@@ -68,6 +70,7 @@ impl<'a> Route<'a> {
                 | Route::Ticket(_)
                 | Route::Events(_)
                 | Route::Order(_)
+                | Route::Orders
                 | Route::Download(_)
                 | Route::Queue(..)
                 | Route::Pay(_)
@@ -109,6 +112,7 @@ impl<'a> Route<'a> {
             ["api", "campaigns", id, "purchase"] => (Route::Purchase(id), Method::POST),
             ["api", "campaigns", id, "challenge"] => (Route::Challenge(id), Method::POST),
             ["api", "campaigns", id, "ticket"] => (Route::Ticket(id), Method::POST),
+            ["api", "orders"] => (Route::Orders, Method::GET),
             ["api", "orders", id] => (Route::Order(id), Method::GET),
             ["api", "orders", id, "pay"] => (Route::Pay(id), Method::POST),
             ["api", "payments", "webhook"] => (Route::PaymentWebhook, Method::POST),

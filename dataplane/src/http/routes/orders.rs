@@ -1,5 +1,6 @@
 //! `GET /api/orders/{id}`: an order, to its owner only; anyone else gets 404, so order
-//! ids reveal nothing.
+//! ids reveal nothing. `GET /api/orders`: the bearer's own orders, newest first, from
+//! their index (which the order workers keep as they store each order).
 
 use hyper::body::Incoming;
 use hyper::Request;
@@ -15,7 +16,64 @@ use seckill_core::keys::{order, OrderId, PartitionKeys};
 
 pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Reply, ApiError> {
     let user = extract::user(shard, req.headers())?;
-    let oid = OrderId::parse(id).ok_or(ApiError::NotFound)?;
+    let body = view(shard, id, &user).await?.ok_or(ApiError::NotFound)?;
+    Ok(ok(&body))
+}
+
+/// Most orders one list shows.
+const LISTED: isize = 50;
+
+pub async fn list(shard: &Shard, req: Request<Incoming>) -> Result<Reply, ApiError> {
+    let user = extract::user(shard, req.headers())?;
+    let campaign = match req.uri().query() {
+        None => None,
+        Some(q) => Some(campaign_filter(q)?),
+    };
+    let ids = shard
+        .read(
+            redis::cmd("ZREVRANGE")
+                .arg(seckill_core::keys::user_orders(&user))
+                .arg(0)
+                .arg(LISTED - 1),
+        )
+        .await
+        .and_then(items)?;
+    let mut orders = Vec::new();
+    for id in ids.iter().filter_map(|v| text(Some(v))) {
+        if campaign
+            .as_deref()
+            .is_some_and(|c| OrderId::parse(&id).is_none_or(|o| o.campaign != c))
+        {
+            continue;
+        }
+        if let Some(o) = view(shard, &id, &user).await? {
+            orders.push(serde_json::to_value(&o).map_err(|e| {
+                ApiError::BadRequest(format!("order {id} does not serialize: {e}"))
+            })?);
+        }
+    }
+    Ok(ok(&serde_json::json!({ "orders": orders })))
+}
+
+/// The campaign of `?campaign=ID`, the one query the list takes.
+fn campaign_filter(query: &str) -> Result<String, ApiError> {
+    match query.split_once('=') {
+        Some(("campaign", id)) if seckill_core::campaign::valid_id(id) => Ok(id.to_string()),
+        _ => Err(ApiError::BadRequest(
+            "query: campaign=<campaign id> is the only one".into(),
+        )),
+    }
+}
+
+/// An order as its owner sees it; `None` when it is not `user`'s (or not at all).
+async fn view(
+    shard: &Shard,
+    id: &str,
+    user: &str,
+) -> Result<Option<api::Order<'static>>, ApiError> {
+    let Some(oid) = OrderId::parse(id) else {
+        return Ok(None);
+    };
     let key = PartitionKeys::new(oid.campaign, oid.partition).order(id);
     let fields = shard
         .read(redis::cmd("HMGET").arg(key).arg(&[
@@ -30,15 +88,15 @@ pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Repl
         ]))
         .await
         .and_then(items)?;
-    if text(fields.first()).as_deref() != Some(&*user) {
-        return Err(ApiError::NotFound);
+    if text(fields.first()).as_deref() != Some(user) {
+        return Ok(None);
     }
     let status = text(fields.get(2)).unwrap_or_default();
     let delivered = status == "delivered";
     let mut body = api::Order {
-        order_id: id.into(),
-        campaign_id: oid.campaign.into(),
-        user_id: (*user).into(),
+        order_id: id.to_string().into(),
+        campaign_id: oid.campaign.to_string().into(),
+        user_id: user.to_string().into(),
         quantity: int(fields.get(1)).unwrap_or(0),
         status: status.into(),
         pay_by_ms: int(fields.get(3)).unwrap_or(0),
@@ -68,7 +126,7 @@ pub async fn get(shard: &Shard, id: &str, req: Request<Incoming>) -> Result<Repl
             body.download_expires_at_ms = Some(expires);
         }
     }
-    Ok(ok(&body))
+    Ok(Some(body))
 }
 
 /// The payments of an order still owed back, from its partition's payments.

@@ -96,6 +96,12 @@ shop-key:
     @mkdir -p data/identity
     @[ -s data/identity/jwks.json ] || cargo run --release -q -p seckill-dataplane -- keys new --alg EdDSA --kid demo-shop --dir data/identity
 
+# The demo shop's webhook secret (data/shop/webhook.secret, whsec_…, mode 0600 from the
+# start), unless it exists: the node signs the shop's webhooks with it.
+shop-secret:
+    @mkdir -p data/shop
+    @[ -s data/shop/webhook.secret ] || (umask 077 && printf 'whsec_%s\n' "$(head -c 32 /dev/urandom | base64)" > data/shop/webhook.secret)
+
 # The file demo buyers download.
 content:
     @mkdir -p data/content
@@ -103,15 +109,18 @@ content:
 
 # Start everything, run a launch with bots (watched live in the console when in a
 # terminal), then a plain burst, a buyer's delivered order and the reconciliation.
-demo: redis secret content shop-key
+demo: redis secret content shop-key shop-secret
     #!/usr/bin/env bash
     set -euo pipefail
     cargo build --release -q
     bin="${CARGO_TARGET_DIR:-target}/release"
     ops="{{ops}}"
+    # The demo shop's endpoint: it hears of every order, by webhooks it verifies.
+    python3 examples/shop_endpoint.py 8099 data/shop/webhook.secret > data/shop/webhooks.log 2>&1 &
+    shop=$!
     $bin/seckill-dataplane serve --config config/demo.toml 2> data/dataplane.log &
     server=$!
-    trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
+    trap 'kill $server $shop 2>/dev/null; wait $server 2>/dev/null || true' EXIT
     for _ in $(seq 100); do curl -sf http://127.0.0.1:8080/api/time >/dev/null 2>&1 && break; sleep 0.1; done
     stamp=$(date +%H%M%S)
     launch="launch-$stamp"
@@ -166,6 +175,21 @@ demo: redis secret content shop-key
     curl -s "http://127.0.0.1:8080/api/orders/$order" -H "Authorization: Bearer $token"; echo
     link=$(curl -s "http://127.0.0.1:8080/api/orders/$order" -H "Authorization: Bearer $token" | sed 's/.*"download_url":"\([^"]*\)".*/\1/')
     curl -s -o /dev/null -w "download: HTTP %{http_code}, %{size_download} bytes\n" "http://127.0.0.1:8080$link"
+    echo "== money after the hold: a buyer pays 3 s into a hold of 2 s, and is owed it back"
+    late="late-$stamp"
+    $bin/seckill-dataplane campaign $ops create --file config/campaigns/demo-late.toml --id "$late" >/dev/null
+    $bin/seckill-dataplane campaign $ops arm "$late" >/dev/null
+    $bin/seckill-dataplane campaign $ops start "$late" >/dev/null
+    sleep 0.5
+    token=$(curl -s -XPOST http://127.0.0.1:8080/api/session -d '{"user_id":"late-buyer"}' | sed 's/.*"token":"\([^"]*\)".*/\1/')
+    order=$(curl -s -XPOST "http://127.0.0.1:8080/api/campaigns/$late/purchase" -H "Authorization: Bearer $token" | sed 's/.*"order_id":"\([^"]*\)".*/\1/')
+    sleep 3
+    curl -s -XPOST "http://127.0.0.1:8080/api/orders/$order/pay" -H "Authorization: Bearer $token"; echo
+    curl -s "http://127.0.0.1:8080/api/orders/$order" -H "Authorization: Bearer $token"; echo
+    $bin/seckill-dataplane payments $ops refunds --campaign "$late"
+    echo "== what the shop heard of these orders (its endpoint verifies each webhook; the launch's come first)"
+    for _ in $(seq 120); do grep -q "refund.due *$late" data/shop/webhooks.log 2>/dev/null && break; sleep 0.5; done
+    grep -E "$id-x|$late" data/shop/webhooks.log || true
     echo "== reconciliation (Redis, streams, SQLite)"
     sleep 1
     $bin/seckill-dataplane reconcile "$id" $ops --db data/orders/main.sqlite
@@ -176,7 +200,7 @@ demo: redis secret content shop-key
 # The demo's node stops when the demo ends; this one keeps the shopper's page it points at
 # signing in. The binary `just demo` built, no rebuild.
 # The demo's node (config/demo.toml) again, in the foreground until Ctrl-C.
-demo-node: redis secret content shop-key
+demo-node: redis secret content shop-key shop-secret
     cargo build --release -q
     "${CARGO_TARGET_DIR:-target}/release/seckill-dataplane" serve --config config/demo.toml
 
@@ -269,6 +293,10 @@ drill RATE="1500" MODE="full":
 # The launch again and again for MINUTES: node RSS, open files and Redis memory each second; fails on growth.
 soak MINUTES="10" RATE="3000":
     bench/soak.sh {{MINUTES}} {{RATE}}
+
+# Payment webhooks a shard verifies per second (a retry storm of one signed webhook, and forged ones), beside a sold-out purchase.
+bench-webhooks ROUNDS="3" SECONDS="5":
+    bench/webhooks.sh {{ROUNDS}} {{SECONDS}}
 
 # Order pipeline: worker throughput into SQLite and pay-to-delivered latency in a surge.
 bench-orders ORDERS="20000":

@@ -219,8 +219,8 @@ enum Pass {
 }
 
 /// One pass: this sender's own pending events first (tried before and failed), then
-/// those of senders gone silent for a minute, then new ones; in order, stopping at the
-/// first the shop does not take.
+/// those of senders gone silent for a minute, then new ones; each order's in order (a
+/// lane stops at its first webhook the shop does not take), different orders' at once.
 fn pass(
     con: &mut Connection,
     agent: &ureq::Agent,
@@ -253,17 +253,48 @@ fn pass(
     if entries.is_empty() {
         return Ok(Pass::Idle);
     }
+    // Each order's webhooks go in order, a lane an order; the lanes at once.
+    let mut lanes: Vec<Vec<Webhook>> = (0..LANES).map(|_| Vec::new()).collect();
     for e in &entries {
         let get = |k: &str| e.get::<String>(k).unwrap_or_default();
-        let (id, kind, data) = (get("id"), get("type"), get("data"));
-        let body = format!(
-            "{{\"type\":{},\"timestamp\":{},\"data\":{data}}}",
-            serde_json::Value::from(kind.as_str()),
-            serde_json::Value::from(seckill_core::campaign::format_instant_ms(
-                seckill_core::now_ms()
-            )),
-        );
-        match send(agent, opts, &id, &body) {
+        let w = Webhook {
+            entry: e.id.clone(),
+            id: get("id"),
+            kind: get("type"),
+            data: get("data"),
+        };
+        // The order's id (or the unmatched payment's) leads the webhook id.
+        let lane = fnv(w.id.split(':').next().unwrap_or_default()) % LANES;
+        lanes[lane].push(w);
+    }
+    let tried: Vec<(Webhook, Sent)> = std::thread::scope(|s| {
+        let running: Vec<_> = lanes
+            .into_iter()
+            .filter(|l| !l.is_empty())
+            .map(|lane| {
+                s.spawn(move || {
+                    let mut tried = Vec::new();
+                    for w in lane {
+                        let sent = send(agent, opts, &w.id, &w.body());
+                        let again = sent == Sent::Again;
+                        tried.push((w, sent));
+                        if again {
+                            break;
+                        }
+                    }
+                    tried
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    let mut done = redis::pipe();
+    let mut failed = false;
+    for (w, sent) in &tried {
+        match sent {
             Sent::Taken => {
                 if let Some(m) = metrics {
                     m.sent.fetch_add(1, Ordering::Relaxed);
@@ -273,30 +304,63 @@ fn pass(
                 if let Some(m) = metrics {
                     m.failures.fetch_add(1, Ordering::Relaxed);
                 }
-                return Ok(Pass::Failed);
+                failed = true;
+                continue;
             }
             Sent::Refused(status) => {
-                tracing::error!(webhook = %id, status, "the shop refused a webhook; it is kept in the dead letters (webhooks list, webhooks replay)");
+                tracing::error!(webhook = %w.id, status, "the shop refused a webhook; it is kept in the dead letters (webhooks list, webhooks replay)");
                 let record = serde_json::json!({
-                    "id": id, "type": kind, "data": serde_json::from_str::<serde_json::Value>(&data).unwrap_or_default(),
+                    "id": w.id, "type": w.kind,
+                    "data": serde_json::from_str::<serde_json::Value>(&w.data).unwrap_or_default(),
                     "status": status, "at_ms": seckill_core::now_ms(),
                 });
-                let _: () = con.hset(SHOP_DEAD, &id, record.to_string())?;
+                done.hset(SHOP_DEAD, &w.id, record.to_string()).ignore();
             }
         }
-        let _: () = redis::pipe()
-            .cmd("XACK")
+        done.cmd("XACK")
             .arg(SHOP_OUTBOX)
             .arg(GROUP)
-            .arg(&e.id)
+            .arg(&w.entry)
             .ignore()
             .cmd("XDEL")
             .arg(SHOP_OUTBOX)
-            .arg(&e.id)
-            .ignore()
-            .query(con)?;
+            .arg(&w.entry)
+            .ignore();
     }
-    Ok(Pass::Sent)
+    done.query::<()>(con)?;
+    Ok(if failed { Pass::Failed } else { Pass::Sent })
+}
+
+/// Webhooks sent at once, each order's in its own lane.
+const LANES: usize = 8;
+
+/// A webhook read from the outbox.
+struct Webhook {
+    entry: String,
+    id: String,
+    kind: String,
+    data: String,
+}
+
+impl Webhook {
+    /// The body as the spec's envelope, timestamped now.
+    fn body(&self) -> String {
+        format!(
+            "{{\"type\":{},\"timestamp\":{},\"data\":{}}}",
+            serde_json::Value::from(self.kind.as_str()),
+            serde_json::Value::from(seckill_core::campaign::format_instant_ms(
+                seckill_core::now_ms()
+            )),
+            self.data,
+        )
+    }
+}
+
+/// FNV-1a: a lane for an order, the same for all its webhooks.
+fn fnv(s: &str) -> usize {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    }) as usize
 }
 
 fn read(

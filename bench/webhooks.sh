@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from standardwebhooks import Webhook
 secret, order = sys.argv[1:3]
 body = json.dumps({"type": "payment.succeeded", "timestamp": "2026-12-08T00:00:00Z",
-    "data": {"order_id": order, "amount_cents": 999, "currency": "EUR", "payment_id": "pi_bench"}})
+    "data": {"order_id": order, "amount_cents": 1, "currency": "EUR", "payment_id": "pi_bench"}})
 now = datetime.now(tz=timezone.utc)
 sig = Webhook(secret).sign("msg_bench", now, body)
 for k, v in [("ID", "msg_bench"), ("TS", str(int(now.timestamp()))), ("SIG", sig), ("BODY", body)]:

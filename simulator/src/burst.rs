@@ -1,5 +1,7 @@
 //! A closed-loop burst: `concurrency` connections, each buying for its share of `users`
-//! until `requests` purchases were sent; then a summary and the campaign's ledger.
+//! until `requests` purchases were sent, a share of the buyers paying at once (with the
+//! provider's signed webhook, or through the demo provider); then a summary and the
+//! campaign's ledger.
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -9,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::provider::{PaymentArgs, Price, Provider, WEBHOOK_PATH};
 use seckill_core::cli_args::{redis_flag, RedisArgs};
 use seckill_core::{api, control, ledger};
 
@@ -34,6 +37,8 @@ pub struct BurstArgs {
     #[arg(long, default_value_t = 0.0)]
     pay: f64,
     #[command(flatten)]
+    payment: PaymentArgs,
+    #[command(flatten)]
     redis: RedisArgs,
 }
 
@@ -44,13 +49,18 @@ pub fn run(a: &BurstArgs) -> anyhow::Result<ExitCode> {
     if !(0.0..=1.0).contains(&a.pay) {
         bail!("--pay must be between 0 and 1");
     }
+    let provider = match a.payment.signer()? {
+        Some(signer) => Some(Provider::new(signer, price(a)?, seckill_core::now_ms())),
+        None => None,
+    };
     let sent = Arc::new(AtomicUsize::new(0));
     let outcomes: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
     let started = Instant::now();
     let workers: Vec<_> = (0..a.concurrency)
-        .map(|w| {
+        .map(|_| {
             let (a, sent, outcomes) = (a.clone(), sent.clone(), outcomes.clone());
-            std::thread::spawn(move || worker(w, &a, &sent, &outcomes))
+            let provider = provider.clone();
+            std::thread::spawn(move || worker(&a, provider.as_ref(), &sent, &outcomes))
         })
         .collect();
     for w in workers {
@@ -87,6 +97,77 @@ pub fn run(a: &BurstArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The price of the campaign's units, as its answer to buyers gives it.
+fn price(a: &BurstArgs) -> anyhow::Result<Price> {
+    let url = format!("{}/api/campaigns/{}", a.target, a.campaign);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(10)))
+        .proxy(None)
+        .build()
+        .into();
+    let text = agent
+        .get(&url)
+        .call()
+        .with_context(|| format!("reading {url} for the price"))?
+        .into_body()
+        .read_to_string()?;
+    Price::of_answer(&text).with_context(|| format!("{url} answered {text}"))
+}
+
+/// Pays `order` as the provider does: a signed `payment.succeeded` webhook, sent again
+/// with the same id after a 429, a 503 or no answer (five tries at most). Its outcome.
+fn pay_by_webhook(
+    agent: &ureq::Agent,
+    target: &str,
+    p: &Provider,
+    n: usize,
+    order: &str,
+) -> String {
+    let w = p.payment(n, 0, order, 1, false);
+    let mut wait = Duration::from_millis(250);
+    for _ in 0..5 {
+        let mut req = agent
+            .post(&format!("{target}{WEBHOOK_PATH}"))
+            .header("Content-Type", "application/json");
+        for (name, value) in p.headers(&w, seckill_core::now_ms() / 1000) {
+            req = req.header(name, value.as_str());
+        }
+        match req.send(w.body.as_bytes()) {
+            Ok(mut r) if r.status().as_u16() == 200 => {
+                let taken = r.body_mut().read_json::<api::PaymentTaken>();
+                return match taken.map(|t| t.outcome) {
+                    Ok(o) if o == "paid" => "held, paid".to_string(),
+                    Ok(o) => format!("held, payment {o}"),
+                    Err(_) => "held, payment unreadable".to_string(),
+                };
+            }
+            Ok(r) if matches!(r.status().as_u16(), 429 | 503) => {
+                read_out(r);
+            }
+            Ok(r) => return format!("held, pay answered {}", read_out(r)),
+            Err(_) => {}
+        }
+        std::thread::sleep(wait);
+        wait = (wait * 2).min(Duration::from_secs(2));
+    }
+    "held, pay unanswered".to_string()
+}
+
+/// Pays `order` through the demo provider's route: its outcome.
+fn pay_on_demo(agent: &ureq::Agent, target: &str, token: &str, order: &str) -> String {
+    match agent
+        .post(&format!("{target}/api/orders/{order}/pay"))
+        .header("Authorization", &format!("Bearer {token}"))
+        .send_empty()
+    {
+        Ok(r) => match read_out(r) {
+            code @ 400.. => format!("held, pay answered {code}"),
+            _ => "held, paid".to_string(),
+        },
+        Err(e) => format!("held, pay failed: {}", kind(&e)),
+    }
+}
+
 /// Reads an answer to its end, so that its connection stays the worker's, and gives its
 /// status.
 fn read_out(mut r: ureq::http::Response<ureq::Body>) -> u16 {
@@ -108,8 +189,8 @@ fn kind(e: &ureq::Error) -> &'static str {
 }
 
 fn worker(
-    w: usize,
     a: &BurstArgs,
+    provider: Option<&Provider>,
     sent: &AtomicUsize,
     outcomes: &Mutex<BTreeMap<String, usize>>,
 ) -> anyhow::Result<()> {
@@ -124,7 +205,6 @@ fn worker(
         .into();
     let mut tokens: BTreeMap<usize, String> = BTreeMap::new();
     let mut local: BTreeMap<String, usize> = BTreeMap::new();
-    let _ = w;
     loop {
         let n = sent.fetch_add(1, Ordering::Relaxed);
         if n >= a.requests {
@@ -175,16 +255,9 @@ fn worker(
             Ok(mut r) if (user % 1000) < (a.pay * 1000.0) as usize => {
                 let v: serde_json::Value = r.body_mut().read_json()?;
                 let id = v["order_id"].as_str().context("no order id")?;
-                match agent
-                    .post(&format!("{}/api/orders/{id}/pay", a.target))
-                    .header("Authorization", &format!("Bearer {token}"))
-                    .send_empty()
-                {
-                    Ok(r) => match read_out(r) {
-                        code @ 400.. => format!("held, pay answered {code}"),
-                        _ => "held, paid".to_string(),
-                    },
-                    Err(e) => format!("held, pay failed: {}", kind(&e)),
+                match provider {
+                    Some(p) => pay_by_webhook(&agent, &a.target, p, n, id),
+                    None => pay_on_demo(&agent, &a.target, &token, id),
                 }
             }
             Ok(r) => {

@@ -56,4 +56,7 @@ pub struct Context {
     pub resend_for: Duration,
     /// Whether every purchase is kept in [`crate::tally::Tally::trace`].
     pub trace: bool,
+    /// The payment provider whose signed webhooks pay the buyers' orders; without one,
+    /// buyers pay through the demo provider's route.
+    pub provider: Option<crate::provider::Provider>,
 }

@@ -86,6 +86,7 @@ async fn earn_one(
         token: Some(token),
         idempotency_key: None,
         receipt: None,
+        headers: &[],
         body: b"",
     };
     let sent = Instant::now();

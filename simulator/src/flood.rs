@@ -2,8 +2,8 @@
 //! Two kinds at once, from their own source addresses (127.3.0.0/16):
 //! - **malformed** requests at a steady rate, each on a fresh connection, cycling through
 //!   broken framing (TLS on the plain port, bad methods, oversized heads and request
-//!   lines, unreadable or lying lengths, headers without a colon, broken JSON); each
-//!   answer's status is counted;
+//!   lines, unreadable or lying lengths, headers without a colon, broken JSON, payment
+//!   webhooks with a broken body); each answer's status is counted;
 //! - **slow-loris** connections, opened evenly over `--slow-ramp-s` and held open by
 //!   trickling a head a header line at a time; when the node closes one, another takes
 //!   its place.
@@ -23,6 +23,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
+
+use crate::provider::WEBHOOK_PATH;
+use seckill_core::webhooks::Signer;
 
 #[derive(Args, Debug)]
 pub struct FloodArgs {
@@ -48,6 +51,10 @@ pub struct FloodArgs {
     /// broken body get past authentication to the body's checks.
     #[command(flatten)]
     pub shop: crate::shop::ShopArgs,
+    /// The payment provider's secret, so that the webhooks with a broken body carry a
+    /// valid signature and get past it to the body's checks.
+    #[command(flatten)]
+    pub payment: crate::provider::PaymentArgs,
     /// Write the report as JSON here ("-" for standard output).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -73,10 +80,11 @@ pub struct FloodReport {
     pub connect_failures: u64,
 }
 
-/// The malformed requests, by name.
-fn malformed(kind: usize, token: &str) -> (&'static str, Vec<u8>) {
+/// The malformed requests, by name. A webhook is signed with the provider's secret when
+/// there is one, else with a made-up signature.
+fn malformed(kind: usize, token: &str, provider: Option<&Signer>) -> (&'static str, Vec<u8>) {
     let long = "a".repeat(16 * 1024);
-    match kind % 9 {
+    match kind % 10 {
         0 => (
             "tls_hello",
             b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\x00\x00".to_vec(),
@@ -109,11 +117,30 @@ fn malformed(kind: usize, token: &str) -> (&'static str, Vec<u8>) {
             format!("POST /api/campaigns/demo/purchase HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{{\"quantit")
                 .into_bytes(),
         ),
-        _ => (
+        8 => (
             "binary_noise",
             (0..512u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect(),
         ),
+        _ => ("broken_webhook", broken_webhook(kind, provider)),
     }
+}
+
+/// A payment webhook whose body is cut short: signed by the provider, it gets past the
+/// signature and is refused for its body (400); with a made-up signature, it is refused
+/// for that (401).
+fn broken_webhook(n: usize, provider: Option<&Signer>) -> Vec<u8> {
+    let body = r#"{"type":"payment.succeeded","data":{"order_id":"#;
+    let id = format!("msg_flood_{n}");
+    let ts = seckill_core::now_ms() / 1000;
+    let signature = provider.map_or_else(
+        || "v1,AAAA".to_string(),
+        |s| s.sign(&id, ts, body.as_bytes()),
+    );
+    format!(
+        "POST {WEBHOOK_PATH} HTTP/1.1\r\nHost: a\r\nwebhook-id: {id}\r\nwebhook-timestamp: {ts}\r\nwebhook-signature: {signature}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
 }
 
 /// The flood's n-th source address, 127.3.0.1 and up.
@@ -166,10 +193,9 @@ async fn answer(s: &mut TcpStream) -> String {
 async fn one_malformed(
     target: SocketAddr,
     n: u64,
-    token: Option<String>,
+    (kind, bytes): (&'static str, Vec<u8>),
     report: Rc<RefCell<FloodReport>>,
 ) {
-    let (kind, bytes) = malformed(n as usize, token.as_deref().unwrap_or("x.y.z"));
     let outcome = match connect(target, n).await {
         Ok(mut s) => {
             // The node may close before reading it all: the answer still counts.
@@ -261,6 +287,7 @@ pub fn flood(a: &FloodArgs) -> anyhow::Result<FloodReport> {
     }
     // Tokens signed as the shop signs them: with the shop's private key.
     let shop = a.shop.signer()?;
+    let provider = a.payment.signer()?;
     let expires = seckill_core::now_ms() + 3_600_000;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -287,7 +314,9 @@ pub fn flood(a: &FloodArgs) -> anyhow::Result<FloodReport> {
                 let token = shop
                     .as_ref()
                     .map(|s| s.token(&format!("flood-{n}"), expires));
-                tokio::task::spawn_local(one_malformed(target, n, token, report.clone()));
+                let token = token.as_deref().unwrap_or("x.y.z");
+                let request = malformed(n as usize, token, provider.as_ref());
+                tokio::task::spawn_local(one_malformed(target, n, request, report.clone()));
                 n += 1;
             }
         }
@@ -325,4 +354,49 @@ pub fn run(a: &FloodArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seckill_core::webhooks::{Headers, Verifier, WebhookKey};
+
+    /// The head's headers and the body of a request.
+    fn parse(bytes: &[u8]) -> (BTreeMap<String, String>, Vec<u8>) {
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut req = httparse::Request::new(&mut headers);
+        let httparse::Status::Complete(head) = req.parse(bytes).expect("a request") else {
+            panic!("a whole head");
+        };
+        let named = req
+            .headers
+            .iter()
+            .map(|h| {
+                let value = String::from_utf8_lossy(h.value).into_owned();
+                (h.name.to_ascii_lowercase(), value)
+            })
+            .collect();
+        (named, bytes[head..].to_vec())
+    }
+
+    #[test]
+    fn a_broken_webhook_is_signed_by_the_provider_when_its_secret_is_given() {
+        let key = WebhookKey::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").expect("a secret");
+        let signer = Signer::new(&key).expect("symmetric");
+        let verifier = Verifier::new(vec![key]);
+        let now = seckill_core::now_ms() / 1000;
+        for (provider, verifies) in [(Some(&signer), true), (None, false)] {
+            let (kind, bytes) = malformed(9, "x.y.z", provider);
+            assert_eq!(kind, "broken_webhook");
+            let (h, body) = parse(&bytes);
+            assert_eq!(h["content-length"], body.len().to_string());
+            let headers = Headers {
+                id: h.get("webhook-id").map(String::as_str),
+                timestamp: h.get("webhook-timestamp").map(String::as_str),
+                signature: h.get("webhook-signature").map(String::as_str),
+            };
+            assert_eq!(verifier.verify(headers, &body, now).is_ok(), verifies);
+            assert!(serde_json::from_slice::<serde_json::Value>(&body).is_err());
+        }
+    }
 }

@@ -150,6 +150,7 @@ pub fn page(r: &Report) -> String {
     out += &chart("answers", crate::charts::answers(r));
     out += &latency(r);
     out += &winners(r);
+    out += &payments(r);
     out += &books(r);
     out += &fairness(r);
     out += &scenario(r);
@@ -254,6 +255,103 @@ fn winners(r: &Report) -> String {
             })
         }),
     )
+}
+
+/// The buyers' payments: what the node answered them, what their orders said after, and
+/// what the nodes recorded.
+fn payments(r: &Report) -> String {
+    let p = &r.payments;
+    let mut out = String::from("<h2>Payments</h2>\n");
+    let numbers = |fields: &[&str]| {
+        fields
+            .iter()
+            .map(|f| pointer(&["payments", f]))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let _ = writeln!(
+        out,
+        "<p>Paid through the {} provider.</p>",
+        figure(&["payments", "provider"], &p.provider)
+    );
+    let _ = writeln!(
+        out,
+        "<p data-json-numbers=\"{}\">{} payments sent, {} tries sent again, {} unanswered, {} late ones never sent; {} refunds due, {} mismatches; the orders after paying listed {} refunds due; {} units sold without a payment answered paid; {} delivered orders short of a licence key.</p>",
+        numbers(&[
+            "sent",
+            "resent",
+            "unanswered",
+            "late_not_sent",
+            "refunds_due",
+            "mismatches",
+            "refunds_listed",
+            "unpaid_orders",
+            "keys_short",
+        ]),
+        p.sent,
+        p.resent,
+        p.unanswered,
+        p.late_not_sent,
+        p.refunds_due,
+        p.mismatches,
+        p.refunds_listed,
+        p.unpaid_orders.len(),
+        p.keys_short,
+    );
+    out += &table(
+        &["answer", "payments"],
+        p.outcomes.iter().map(|(o, n)| {
+            vec![
+                o.clone().into(),
+                Cell::json(&["payments", "outcomes", o], n),
+            ]
+        }),
+    );
+    if !p.resent_after.is_empty() {
+        out += &table(
+            &["sent again after", "tries"],
+            p.resent_after.iter().map(|(a, n)| {
+                vec![
+                    a.clone().into(),
+                    Cell::json(&["payments", "resent_after", a], n),
+                ]
+            }),
+        );
+    }
+    out += &table(
+        &["order after paying", "orders"],
+        p.orders_seen.iter().map(|(status, n)| {
+            vec![
+                status.clone().into(),
+                Cell::json(&["payments", "orders_seen", status], n),
+            ]
+        }),
+    );
+    let m = &p.recorded;
+    let recorded = |f: &str| pointer(&["payments", "recorded", f]);
+    let _ = writeln!(
+        out,
+        "<p data-json-numbers=\"{}\">Recorded by the nodes: {} payments paid {} cents, {} refunds due of {} cents, {} refunded of {} cents, {} mismatches.</p>",
+        [
+            "payments",
+            "paid_cents",
+            "refunds_due",
+            "refunds_due_cents",
+            "refunded",
+            "refunded_cents",
+            "mismatches",
+        ]
+        .map(recorded)
+        .join(" "),
+        m.payments,
+        m.paid_cents,
+        m.refunds_due,
+        m.refunds_due_cents,
+        m.refunded,
+        m.refunded_cents,
+        m.mismatches,
+    );
+    out
 }
 
 /// The ledger and its verdict, and the reconciliation's when stores were given.

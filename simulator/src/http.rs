@@ -39,6 +39,9 @@ pub struct Req<'a> {
     pub idempotency_key: Option<&'a str>,
     /// A waiting room's receipt, sent back with a look (`Queue-Receipt`).
     pub receipt: Option<&'a str>,
+    /// Any other headers: a payment provider's webhook carries its id, timestamp and
+    /// signature.
+    pub headers: &'a [(&'a str, String)],
     pub body: &'a [u8],
 }
 
@@ -59,6 +62,9 @@ impl Req<'_> {
         }
         if let Some(r) = self.receipt {
             let _ = write!(out, "Queue-Receipt: {r}\r\n");
+        }
+        for (name, value) in self.headers {
+            let _ = write!(out, "{name}: {value}\r\n");
         }
         if self.body.is_empty() {
             out.extend_from_slice(b"Content-Length: 0\r\n\r\n");

@@ -7,7 +7,8 @@
 //! - [`context`]: what every load thread shares, and the live progress counters;
 //! - [`tally`]: what the load saw, counted per thread and merged;
 //! - [`pace`]: the wait for each planned instant, to within tens of microseconds;
-//! - [`session`]: a shopper's purchase, payment, delivery and download;
+//! - [`session`]: a shopper's purchase, then for a buyer [`pay`]: its payments (signed as
+//!   the [`provider`] signs them, or through the demo provider), delivery and download;
 //! - [`earn`]: the tickets accounts earn before the opening;
 //! - [`room`]: a session through a waiting room: join, look, buy with the pass;
 //! - [`http`]: the lean HTTP/1.1 client the engine sends with;
@@ -33,8 +34,10 @@ pub mod html;
 pub mod http;
 pub mod markup;
 pub mod pace;
+pub mod pay;
 pub mod plan;
 pub mod plot;
+pub mod provider;
 pub mod report;
 pub mod room;
 pub mod run;

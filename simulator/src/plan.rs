@@ -6,7 +6,7 @@ use rand::{RngExt, SeedableRng};
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use crate::scenario::{Profile, Queue, Scenario};
+use crate::scenario::{Population, Profile, Queue, Scenario};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -58,11 +58,50 @@ pub struct Arrival {
     pub user: usize,
     /// Source address (127.0.0.0/8), so one machine stands for many clients.
     pub ip: Ipv4Addr,
-    pub pays: bool,
+    /// How the buyer pays for the unit it holds; none: it does not pay.
+    pub pays: Option<Payment>,
     pub retries: bool,
     /// In a queued sale: `at` is when the session joins the waiting room, and how often
     /// it looks at the line.
     pub looks: Option<Looks>,
+}
+
+/// How a buyer pays for what it holds: `population.pay_fraction` of the shoppers pay, and
+/// of those the scenario's shares pay late, twice or the wrong amount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payment {
+    /// Once, before the hold's deadline, the right amount.
+    OnTime,
+    /// After the hold's deadline: the money is owed back, no unit.
+    Late,
+    /// On time, then a second payment of its own: the second is owed back.
+    Twice,
+    /// One minor unit too much: a mismatch, nothing paid.
+    WrongAmount,
+}
+
+impl Payment {
+    /// How one buyer who pays pays, drawn from `rng` by the scenario's shares.
+    fn draw(rng: &mut StdRng, p: &Population) -> Payment {
+        let mut pick = rng.random::<f64>();
+        for (share, how) in [
+            (p.pay_late_fraction, Payment::Late),
+            (p.pay_twice_fraction, Payment::Twice),
+            (p.pay_wrong_amount_fraction, Payment::WrongAmount),
+        ] {
+            if pick < share {
+                return how;
+            }
+            pick -= share;
+        }
+        Payment::OnTime
+    }
+}
+
+/// Draws how the buyers pay from a stream of its own, so that the arrival plan of a seed
+/// is the same whatever the payment shares.
+fn payments_rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed ^ 0x7061_796d_656e_7473)
 }
 
 /// How often a session in a waiting room looks at the line.
@@ -150,6 +189,7 @@ pub fn shopper_ip(user: usize, addresses: u32) -> Ipv4Addr {
 
 pub fn build(s: &Scenario, seed: u64) -> Vec<Arrival> {
     let mut rng = StdRng::seed_from_u64(seed);
+    let mut paying = payments_rng(seed);
     let p = &s.personas;
     let shares = [
         p.shopper,
@@ -200,7 +240,8 @@ pub fn build(s: &Scenario, seed: u64) -> Vec<Arrival> {
             persona,
             user,
             ip,
-            pays: persona == Persona::Shopper && rng.random::<f64>() < s.population.pay_fraction,
+            pays: (persona == Persona::Shopper && rng.random::<f64>() < s.population.pay_fraction)
+                .then(|| Payment::draw(&mut paying, &s.population)),
             retries: persona == Persona::Shopper
                 && rng.random::<f64>() < s.population.retry_fraction,
             looks: None,
@@ -221,6 +262,7 @@ pub fn build(s: &Scenario, seed: u64) -> Vec<Arrival> {
 /// forged pass once the sale is live.
 pub fn build_queued(s: &Scenario, q: &Queue, seed: u64) -> Vec<Arrival> {
     let mut rng = StdRng::seed_from_u64(seed);
+    let mut paying = payments_rng(seed);
     let users = s.population.users;
     let opening = s.campaign.starts_in_s;
     let window = q.window(s);
@@ -239,7 +281,8 @@ pub fn build_queued(s: &Scenario, q: &Queue, seed: u64) -> Vec<Arrival> {
             persona: Persona::Shopper,
             user: u,
             ip: shopper_ip(u, s.population.addresses),
-            pays: rng.random::<f64>() < s.population.pay_fraction,
+            pays: (rng.random::<f64>() < s.population.pay_fraction)
+                .then(|| Payment::draw(&mut paying, &s.population)),
             retries: rng.random::<f64>() < s.population.retry_fraction,
             looks: Some(Looks {
                 every: Duration::from_millis(q.poll_ms[class]),
@@ -289,7 +332,7 @@ pub fn build_queued(s: &Scenario, q: &Queue, seed: u64) -> Vec<Arrival> {
                 persona,
                 user,
                 ip,
-                pays: false,
+                pays: None,
                 retries: false,
                 looks: Some(Looks {
                     every: Duration::from_millis(q.bot_poll_ms),

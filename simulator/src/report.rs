@@ -1,6 +1,6 @@
 //! What a run found: the report's figures, and the value of each metric a `--fail-on`
 //! condition may name; built from what the load saw in [`build`], told as text in
-//! [`summary`].
+//! [`summary`]; the buyers' payments in [`payments`].
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -14,9 +14,11 @@ use crate::verdict::{self, Condition};
 use seckill_core::protocol::QueueProgress;
 
 mod build;
+pub mod payments;
 mod summary;
 
-pub(crate) use build::build;
+pub(crate) use build::{build, Settled};
+pub use payments::{PaymentEvidence, Payments};
 pub use summary::summary;
 
 #[derive(Debug, Clone, Serialize)]
@@ -86,10 +88,14 @@ pub struct Report {
     pub units_won: BTreeMap<String, u64>,
     pub units_to_people: u64,
     pub units_to_bots: u64,
+    /// Orders whose payment was answered `paid`.
     pub paid: u64,
     /// Paid orders their buyers saw delivered, and downloads that succeeded.
     pub delivered: u64,
     pub downloaded: u64,
+    /// The buyers' payments: what the node answered, what the orders said after, what the
+    /// nodes recorded, and any unit sold without a payment answered `paid`.
+    pub payments: Payments,
     pub retry_mismatches: u64,
     /// Purchases answered 200 before the sale opened (on Redis's clock), when the run
     /// opened it.
@@ -204,6 +210,9 @@ impl Report {
                 .map(|(_, n)| *n as f64)
                 .sum(),
             "retry_mismatches" => r.retry_mismatches as f64,
+            "unpaid_units" => r.payments.unpaid_orders.len() as f64,
+            "refunds_due" => r.payments.refunds_due as f64,
+            "payment_mismatches" => r.payments.mismatches as f64,
             "sold_before_opening" => r.sold_before_opening as f64,
             "achieved_ratio" => r.achieved_per_s / r.offered_per_s.max(f64::MIN_POSITIVE),
             "join_p" => r

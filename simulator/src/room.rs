@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::context::Context;
 use crate::http::{Client, Failure, Req};
+use crate::pay::{pay_and_collect, Buyer};
 use crate::plan::{Arrival, Looks, Persona};
 use crate::session;
 use crate::tally::{Joined, Tally};
@@ -132,8 +133,14 @@ pub(crate) async fn session(
         )
         .await;
     }
-    if let (Some(o), true) = (order, a.pays) {
-        session::pay_and_collect(client, a.ip, token, &o, tally).await;
+    if let (Some(o), Some(pays)) = (order, a.pays) {
+        let buyer = Buyer {
+            n,
+            ip: a.ip,
+            token,
+            pays,
+        };
+        pay_and_collect(client, ctx, &buyer, &o, tally).await;
     }
 }
 
@@ -160,6 +167,7 @@ async fn wait(
         token: Some(token),
         idempotency_key: None,
         receipt: None,
+        headers: &[],
         body: body.as_bytes(),
     };
     // Refused for being busy, joined again at the next turn.

@@ -4,20 +4,23 @@
 use anyhow::Context as _;
 use clap::Args;
 use seckill_core::connection::Connection;
+use std::collections::HashSet;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use seckill_core::{control, ledger};
+use seckill_core::campaign::Campaign;
+use seckill_core::{control, ledger, payments};
 use seckill_orders::reconcile;
 
 use crate::context::{Context, Progress};
 use crate::engine;
 use crate::plan;
+use crate::provider::Provider;
 pub use crate::report::{summary, Report};
-use crate::report::{DrawCheck, QueueReport};
+use crate::report::{DrawCheck, PaymentEvidence, QueueReport, Settled};
 use crate::scenario::{Overrides, Queue, Scenario};
 use crate::tally::Tally;
 
@@ -41,8 +44,8 @@ pub struct RunArgs {
     /// Write an SVG plot of throughput and latency over time to this file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
-    /// Write the report as one self-contained HTML page (charts, winners, ledger,
-    /// thresholds, fairness, scenario) to this file.
+    /// Write the report as one self-contained HTML page (charts, winners, payments,
+    /// ledger, thresholds, fairness, scenario) to this file.
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
     /// Write every purchase answered or failed (not those never sent or still unanswered
@@ -124,9 +127,16 @@ pub fn execute_traced(
     let threads = s
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    // The provider's secret is read before anything is set up: a wrong one stops the run.
+    let signer = s
+        .webhook_secret_file
+        .as_deref()
+        .map(|p| crate::provider::read_secret(p, "webhook_secret_file"))
+        .transpose()?;
     let tokens = account_tokens(s, urls[0])?;
     let sale = set_up_sale(s)?;
-    wait_until_shown(&urls, &sale.campaign)?;
+    let price = wait_until_shown(&urls, &sale.campaign)?;
+    let provider = signer.map(|signer| Provider::new(signer, price, seckill_core::now_ms()));
     let (tickets, before) = if sale.require_ticket {
         earn_tickets(s, &sale.campaign, &tokens, &targets, threads)
     } else {
@@ -154,6 +164,7 @@ pub fn execute_traced(
         deadline: clock.start + Duration::from_secs_f64(s.duration_s) + engine::GRACE,
         resend_for: Duration::from_secs_f64(s.population.resend_for_s),
         trace,
+        provider,
     });
     let mut tally = load(plan, threads, ctx, s.duration_s);
     let trace = trace.then(|| {
@@ -211,17 +222,45 @@ fn settled_report(
     } else {
         Some(reconcile_settled(&mut con, &campaign, &s.stores)?)
     };
-    Ok(crate::report::build(
-        s,
-        campaign,
-        opens_ms,
-        planned,
-        elapsed,
-        (tally, before),
+    let payments = payment_evidence(&mut con, &c, sale.created, &tally)?;
+    let settled = Settled {
         ledger,
         reconciliation,
         queue,
+        payments,
+    };
+    Ok(crate::report::build(
+        s,
+        campaign,
+        (opens_ms, planned, elapsed),
+        (tally, before),
+        settled,
     ))
+}
+
+/// Redis's side of the payments: the run's orders sold (every order of a campaign it
+/// created; of another, the orders it held), and the campaign's payments as the nodes
+/// recorded them.
+fn payment_evidence(
+    con: &mut Connection,
+    c: &Campaign,
+    created: bool,
+    t: &Tally,
+) -> anyhow::Result<PaymentEvidence> {
+    let held: HashSet<&str> = t.held.iter().map(|(_, _, o)| o.as_str()).collect();
+    let sold = reconcile::redis_orders(con, c)
+        .with_context(|| format!("reading the orders of {}", c.spec.id))?
+        .into_iter()
+        .filter(|o| matches!(o.status.as_str(), "paid" | "delivered"))
+        .filter(|o| created || held.contains(o.order_id.as_str()))
+        .map(|o| o.order_id)
+        .collect();
+    let records = payments::of_campaign(con, &c.spec.id, c.spec.partitions)
+        .with_context(|| format!("reading the payments of {}", c.spec.id))?;
+    Ok(PaymentEvidence {
+        sold,
+        recorded: payments::Money::of(&c.spec.currency, &records),
+    })
 }
 
 /// The room as Redis has it, its draw checked against the seed, and the fairness table

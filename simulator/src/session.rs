@@ -1,17 +1,17 @@
 //! A shopper's session in a sale without a waiting room: the purchase (resent with the
-//! same Idempotency-Key by a shopper who retries), then for a buyer who pays, the
-//! payment, the order looked at until delivered, and the download. A queued sale's
-//! sessions ([`crate::room`]) buy and pay the same way.
+//! same Idempotency-Key by a shopper who retries), then for a buyer who pays, its
+//! payments and its order ([`crate::pay`]). A queued sale's sessions ([`crate::room`])
+//! buy and pay the same way.
 
 use hdrhistogram::Histogram;
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::net::Ipv4Addr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use crate::context::Context;
 use crate::http::{Client, Failure, Req};
+use crate::pay::{pay_and_collect, Buyer};
 use crate::plan::{Arrival, Persona};
 use crate::tally::{histogram, Tally, Traced};
 use seckill_core::api::Glance;
@@ -57,8 +57,14 @@ pub(crate) async fn session(
     };
     let key = format!("k{n}-{}", a.user);
     let (_, order) = buy(client, ctx, a, (token, ticket, &key), planned, tally).await;
-    if let (Some(o), true) = (order, a.pays) {
-        pay_and_collect(client, a.ip, token, &o, tally).await;
+    if let (Some(o), Some(pays)) = (order, a.pays) {
+        let buyer = Buyer {
+            n,
+            ip: a.ip,
+            token,
+            pays,
+        };
+        pay_and_collect(client, ctx, &buyer, &o, tally).await;
     }
 }
 
@@ -90,6 +96,7 @@ pub(crate) async fn buy(
         token: Some(token),
         idempotency_key: Some(key),
         receipt: None,
+        headers: &[],
         body: body.as_bytes(),
     };
     let read = |status: u16, body: &[u8]| {
@@ -234,90 +241,4 @@ async fn resend_unanswered(
         }
     }
     (r, order)
-}
-
-/// Pays for an order, then looks at it until it is delivered and downloads the content,
-/// as a buyer's page would.
-pub(crate) async fn pay_and_collect(
-    client: &Client,
-    ip: Ipv4Addr,
-    token: &str,
-    order: &str,
-    tally: &RefCell<Tally>,
-) {
-    let sent = Instant::now();
-    let pay_path = format!("/api/orders/{order}/pay");
-    let req = Req {
-        method: "POST",
-        path: &pay_path,
-        token: Some(token),
-        idempotency_key: None,
-        receipt: None,
-        body: b"",
-    };
-    let r = client.send(ip, &req, |status, _| status).await;
-    {
-        let mut t = tally.borrow_mut();
-        t.timed("pay", sent, r.is_ok());
-        if r != Ok(200) {
-            return;
-        }
-        t.paid += 1;
-    }
-    let paid = Instant::now();
-    let view_path = format!("/api/orders/{order}");
-    let view = Req {
-        method: "GET",
-        path: &view_path,
-        token: Some(token),
-        idempotency_key: None,
-        receipt: None,
-        body: b"",
-    };
-    // A buyer's page looks soon, then less and less often.
-    let mut wait = Duration::from_millis(10);
-    let link = loop {
-        tokio::time::sleep(wait).await;
-        wait = (wait * 2).min(Duration::from_millis(500));
-        let sent = Instant::now();
-        let r = client
-            .send(ip, &view, |status, body| {
-                let r = Glance::of(body);
-                (
-                    status,
-                    r.status.as_deref() == Some("delivered"),
-                    r.download_url.map(Cow::into_owned),
-                )
-            })
-            .await;
-        tally.borrow_mut().timed("order", sent, r.is_ok());
-        match r {
-            Ok((200, true, link)) => break link,
-            Ok((200, false, _)) => continue,
-            _ => return,
-        }
-    };
-    {
-        let mut t = tally.borrow_mut();
-        t.delivered += 1;
-        t.latency("delivered", paid);
-    }
-    let Some(link) = link else { return };
-    let sent = Instant::now();
-    let get = Req {
-        method: "GET",
-        path: &link,
-        token: None,
-        idempotency_key: None,
-        receipt: None,
-        body: b"",
-    };
-    let r = client
-        .send(ip, &get, |status, body| status == 200 && !body.is_empty())
-        .await;
-    let mut t = tally.borrow_mut();
-    t.timed("download", sent, r.is_ok());
-    if r == Ok(true) {
-        t.downloaded += 1;
-    }
 }

@@ -1,6 +1,6 @@
 //! What the load saw, counted per thread and merged: answers by persona and outcome,
-//! latency by route and by second, the orders held, paid and delivered, and the
-//! sessions the waiting room let join.
+//! latency by route and by second, the orders held, paid and delivered, the payments and
+//! what the node answered them, and the sessions the waiting room let join.
 
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
@@ -40,7 +40,9 @@ pub struct Tally {
     pub held: Vec<(Persona, usize, String)>,
     /// In a queued sale: the sessions the waiting room let join.
     pub joined: Vec<Joined>,
+    /// Orders paid: their payment was answered `paid`.
     pub paid: u64,
+    pub payments: PaymentBook,
     /// Paid orders seen delivered by their buyer, and downloads that succeeded.
     pub delivered: u64,
     pub downloaded: u64,
@@ -100,6 +102,7 @@ impl Tally {
             held: Vec::new(),
             joined: Vec::new(),
             paid: 0,
+            payments: PaymentBook::default(),
             delivered: 0,
             downloaded: 0,
             retry_mismatches: 0,
@@ -133,6 +136,7 @@ impl Tally {
         self.held.extend(o.held);
         self.joined.extend(o.joined);
         self.paid += o.paid;
+        self.payments.merge(o.payments);
         self.delivered += o.delivered;
         self.downloaded += o.downloaded;
         self.retry_mismatches += o.retry_mismatches;
@@ -220,6 +224,107 @@ impl Tally {
             self.delivered,
             self.paid
         );
+    }
+}
+
+/// The buyers' payments: how many were sent and sent again, what the node answered each,
+/// and what the buyers saw of their orders after paying.
+#[derive(Debug, Default)]
+pub struct PaymentBook {
+    /// Payments sent, each with a payment id of its own.
+    pub sent: u64,
+    /// Tries sent again with the same `webhook-id`, by what the try before was answered:
+    /// a 429 or a 503 and its error code, or `error …` for no answer.
+    pub resent_after: BTreeMap<String, u64>,
+    /// Payments still unanswered when the run ended.
+    pub unanswered: u64,
+    /// Each payment's answer: what the webhook did (`paid`, `refund_due`, `mismatch` …),
+    /// or a refusal's status and error code.
+    pub outcomes: BTreeMap<String, u64>,
+    /// The orders whose payment was answered `paid`.
+    pub paid_orders: Vec<String>,
+    /// The buyers' last look at their orders after paying: orders by status, and the
+    /// payments they listed as owed back.
+    pub orders_seen: BTreeMap<String, u64>,
+    pub refunds_listed: u64,
+    /// Orders a buyer saw sold (paid or delivered) though no payment of theirs was
+    /// answered `paid`.
+    pub unpaid_seen: Vec<String>,
+    /// Delivered orders whose answer did not carry a licence key per unit.
+    pub keys_short: u64,
+    /// Late payers whose hold outlasted the run: their payment was never sent.
+    pub late_not_sent: u64,
+}
+
+impl PaymentBook {
+    /// Counts what the node answered a payment for `order`.
+    pub(crate) fn answered(&mut self, order: &str, outcome: String) {
+        if outcome == "paid" {
+            self.paid_orders.push(order.to_string());
+        }
+        *self.outcomes.entry(outcome).or_default() += 1;
+    }
+
+    /// Counts a buyer's last look at `order`: its `status`, the payments it listed as
+    /// owed back, its licence keys for its `units`; `paid`: whether a payment of the
+    /// buyer's was answered `paid`.
+    pub(crate) fn seen(&mut self, order: &str, look: &OrderLook, paid: bool) {
+        *self.orders_seen.entry(look.status.clone()).or_default() += 1;
+        self.refunds_listed += look.refunds as u64;
+        let sold = matches!(look.status.as_str(), "paid" | "delivered");
+        if sold && !paid {
+            self.unpaid_seen.push(order.to_string());
+        }
+        if look.status == "delivered" && look.keys as i64 != look.units {
+            self.keys_short += 1;
+        }
+    }
+
+    fn merge(&mut self, o: PaymentBook) {
+        self.sent += o.sent;
+        for (k, n) in o.resent_after {
+            *self.resent_after.entry(k).or_default() += n;
+        }
+        self.unanswered += o.unanswered;
+        for (k, n) in o.outcomes {
+            *self.outcomes.entry(k).or_default() += n;
+        }
+        self.paid_orders.extend(o.paid_orders);
+        for (k, n) in o.orders_seen {
+            *self.orders_seen.entry(k).or_default() += n;
+        }
+        self.refunds_listed += o.refunds_listed;
+        self.unpaid_seen.extend(o.unpaid_seen);
+        self.keys_short += o.keys_short;
+        self.late_not_sent += o.late_not_sent;
+    }
+}
+
+/// What a buyer read of its order (`GET /api/orders/{id}`).
+#[derive(Debug, Clone, Default)]
+pub struct OrderLook {
+    pub status: String,
+    pub units: i64,
+    /// When the hold ends, ms since the epoch on Redis's clock.
+    pub pay_by_ms: i64,
+    /// Licence keys it carried, payments it listed as owed back.
+    pub keys: usize,
+    pub refunds: usize,
+    pub download_url: Option<String>,
+}
+
+impl OrderLook {
+    /// An order's answer, when the body is one.
+    pub fn of(body: &[u8]) -> Option<OrderLook> {
+        let o: seckill_core::api::Order = serde_json::from_slice(body).ok()?;
+        Some(OrderLook {
+            status: o.status.into_owned(),
+            units: o.quantity,
+            pay_by_ms: o.pay_by_ms,
+            keys: o.license_keys.map_or(0, |k| k.len()),
+            refunds: o.refunds_due.len(),
+            download_url: o.download_url.map(|u| u.into_owned()),
+        })
     }
 }
 

@@ -326,6 +326,39 @@ fn figures_match(seen: &Value, json: &Value) {
     for field in ["missing", "undelivered", "delivered_twice", "codes_reused"] {
         expected.push(pointer(&["reconciliation", field]));
     }
+    for field in [
+        "provider",
+        "sent",
+        "resent",
+        "unanswered",
+        "late_not_sent",
+        "refunds_due",
+        "mismatches",
+        "refunds_listed",
+        "unpaid_orders",
+        "keys_short",
+    ] {
+        expected.push(pointer(&["payments", field]));
+    }
+    for field in [
+        "payments",
+        "paid_cents",
+        "refunds_due",
+        "refunds_due_cents",
+        "refunded",
+        "refunded_cents",
+        "mismatches",
+    ] {
+        expected.push(pointer(&["payments", "recorded", field]));
+    }
+    for list in ["outcomes", "orders_seen", "resent_after"] {
+        let counts = json["payments"][list]
+            .as_object()
+            .expect("payments' counts");
+        for key in counts.keys() {
+            expected.push(pointer(&["payments", list, key]));
+        }
+    }
     for field in ["pending", "lag"] {
         expected.push(pointer(&["reconciliation", "streams", field]));
     }

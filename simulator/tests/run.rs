@@ -129,6 +129,15 @@ fn a_launch_with_bots_reports_every_request_and_the_ledger_holds() {
     assert!(r.paid > 0);
     assert_eq!(r.delivered, r.paid);
     assert_eq!(r.downloaded, r.delivered);
+    // Without the provider's secret they paid through the demo provider: once each, on
+    // time, the right amount, as the node recorded it; every unit sold was paid for.
+    let p = &r.payments;
+    assert_eq!(p.provider, "demo");
+    assert_eq!(p.outcomes.get("paid"), Some(&r.paid), "{:?}", p.outcomes);
+    assert_eq!((p.refunds_due, p.mismatches, p.refunds_listed), (0, 0, 0));
+    assert_eq!(p.orders_seen.get("delivered"), Some(&r.paid));
+    assert_eq!(p.recorded.payments, r.paid);
+    assert!(p.unpaid_orders.is_empty(), "{:?}", p.unpaid_orders);
     // The defences hold: forged tokens win nothing, each bot account at most its limit.
     assert_eq!(r.units_won.get("forger"), None);
     for one_account in ["hammer", "ip_rotator", "replayer", "skipper"] {

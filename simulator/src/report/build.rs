@@ -8,26 +8,36 @@ use seckill_core::campaign::format_instant_ms;
 use seckill_core::ledger::Ledger;
 use seckill_orders::reconcile;
 
+use super::payments::{PaymentEvidence, Payments};
 use super::{Bucket, Latency, QueueReport, Report, Second};
 use crate::plan::Persona;
 use crate::scenario::Scenario;
 use crate::tally::{self, Tally};
 
+/// What the books said once the run settled: the ledger, the reconciliation and the
+/// waiting room's when there are, and Redis's side of the payments.
+pub(crate) struct Settled {
+    pub ledger: Ledger,
+    pub reconciliation: Option<reconcile::Report>,
+    pub queue: Option<QueueReport>,
+    pub payments: PaymentEvidence,
+}
+
 /// The report of a run: what the load threads saw (`t`, and `before`: the tickets earned
-/// before the sale), the ledger, and the reconciliation and the waiting room's, when
-/// there are.
-#[allow(clippy::too_many_arguments)]
+/// before the sale), and what the books said once it settled.
 pub(crate) fn build(
     s: &Scenario,
     campaign: String,
-    opens_ms: i64,
-    planned: u64,
-    elapsed: f64,
+    (opens_ms, planned, elapsed): (i64, u64, f64),
     (t, before): (Tally, Tally),
-    ledger: Ledger,
-    reconciliation: Option<reconcile::Report>,
-    queue: Option<QueueReport>,
+    settled: Settled,
 ) -> Report {
+    let Settled {
+        ledger,
+        reconciliation,
+        queue,
+        payments,
+    } = settled;
     let outcomes = outcomes_by_persona(&t);
     let units_won = units_won(&t);
     let (people, bots) = people_and_bots(&units_won);
@@ -39,6 +49,12 @@ pub(crate) fn build(
     t.check_books();
     let purchases = t.routes.get("purchase");
     let purchase_latency = purchases.map_or_else(|| Latency::of(&tally::histogram()), Latency::of);
+    let provider = if s.webhook_secret_file.is_some() {
+        "webhook"
+    } else {
+        "demo"
+    };
+    let payments = Payments::of(provider, &t.payments, payments);
     let mut r = Report {
         steady_purchase_latency: steady_latency(s, &t),
         over_time: over_time(&t),
@@ -65,9 +81,9 @@ pub(crate) fn build(
         send_lag: Latency::of(&t.send_lag_us),
         failures: failures(
             s,
-            &ledger,
-            reconciliation.as_ref(),
+            (&ledger, reconciliation.as_ref()),
             &t,
+            &payments,
             &purchase_latency,
             bots,
         ),
@@ -79,6 +95,7 @@ pub(crate) fn build(
         paid: t.paid,
         delivered: t.delivered,
         downloaded: t.downloaded,
+        payments,
         retry_mismatches: t.retry_mismatches,
         sold_before_opening: t.sold_before_opening,
         first_sale_after_opening_ms: t
@@ -155,13 +172,14 @@ fn answered(t: &Tally) -> u64 {
 }
 
 /// What failed the run, besides its `--fail-on` conditions: the ledger (or the
-/// reconciliation, which includes it), retries answered otherwise, the scenario's
+/// reconciliation, which includes it), retries answered otherwise, units sold without a
+/// payment answered `paid` and deliveries short of their licence keys, the scenario's
 /// thresholds.
 fn failures(
     s: &Scenario,
-    ledger: &Ledger,
-    reconciliation: Option<&reconcile::Report>,
+    (ledger, reconciliation): (&Ledger, Option<&reconcile::Report>),
     t: &Tally,
+    payments: &Payments,
     purchase_latency: &Latency,
     bots: u64,
 ) -> Vec<String> {
@@ -179,6 +197,26 @@ fn failures(
         failures.push(format!(
             "{} retries did not get their first answer",
             t.retry_mismatches
+        ));
+    }
+    let unpaid = &payments.unpaid_orders;
+    if !unpaid.is_empty() {
+        let shown: Vec<&str> = unpaid.iter().take(5).map(String::as_str).collect();
+        failures.push(format!(
+            "{} units sold without a payment answered paid: {}{}",
+            unpaid.len(),
+            shown.join(", "),
+            if unpaid.len() > shown.len() {
+                ", …"
+            } else {
+                ""
+            }
+        ));
+    }
+    if payments.keys_short > 0 {
+        failures.push(format!(
+            "{} delivered orders without a licence key per unit",
+            payments.keys_short
         ));
     }
     if let Some(max) = s.thresholds.p99_ms {
@@ -239,4 +277,70 @@ fn distribution(h: &Histogram<u64>) -> Vec<Bucket> {
             count: v.count_since_last_iteration(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::summary;
+
+    fn scenario() -> Scenario {
+        toml::from_str(
+            r#"
+target = "http://127.0.0.1:1"
+redis = "redis://127.0.0.1:1"
+duration_s = 1
+[campaign]
+id = "c"
+[arrivals]
+profile = "constant"
+rate = 1
+[population]
+users = 1
+[personas]
+shopper = 1
+"#,
+        )
+        .expect("a scenario")
+    }
+
+    /// The report of a run whose one payment, for `c.0.1`, was answered `paid`, when
+    /// Redis has `sold` sold.
+    fn report(sold: &[&str]) -> Report {
+        let mut t = Tally::new();
+        t.paid = 1;
+        t.payments.sent = 1;
+        t.payments.answered("c.0.1", "paid".into());
+        let settled = Settled {
+            ledger: Ledger::default(),
+            reconciliation: None,
+            queue: None,
+            payments: PaymentEvidence {
+                sold: sold.iter().map(|o| o.to_string()).collect(),
+                recorded: Default::default(),
+            },
+        };
+        build(
+            &scenario(),
+            "c".into(),
+            (0, 0, 1.0),
+            (t, Tally::new()),
+            settled,
+        )
+    }
+
+    #[test]
+    fn a_unit_sold_without_a_payment_answered_paid_fails_the_run() {
+        let r = report(&["c.0.1"]);
+        assert!(r.passed(), "{:?}", r.failures);
+        assert_eq!(r.metric("unpaid_units"), 0.0);
+        let r = report(&["c.0.1", "c.0.2"]);
+        assert_eq!(r.payments.unpaid_orders, vec!["c.0.2".to_string()]);
+        assert_eq!(r.metric("unpaid_units"), 1.0);
+        assert_eq!(
+            r.failures,
+            vec!["1 units sold without a payment answered paid: c.0.2".to_string()]
+        );
+        assert!(summary(&r).contains("verdict: FAIL: 1 units sold without a payment"));
+    }
 }

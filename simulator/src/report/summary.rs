@@ -43,6 +43,7 @@ pub fn summary(r: &Report) -> String {
         "buyers: {} paid, {} saw their order delivered, {} downloaded it\n",
         r.paid, r.delivered, r.downloaded
     );
+    out += &r.payments.text();
     if r.scenario.campaign.scheduled {
         out += &format!(
             "opening: {} sold before it; first sale after it, ms: {:?}\n",

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::trace::monotonic_now;
 use crate::plan;
+use crate::provider::Price;
 use crate::scenario::{Queue, Scenario};
 use crate::shop::ShopSigner;
 use crate::tally::Tally;
@@ -123,6 +124,8 @@ pub(super) fn account_tokens(s: &Scenario, first: &str) -> anyhow::Result<Vec<St
 /// room.
 pub(super) struct Sale {
     pub(super) campaign: String,
+    /// Whether the run created it (then every order in it is the run's).
+    pub(super) created: bool,
     /// When a scheduled sale opens, ms since the epoch.
     pub(super) scheduled: Option<i64>,
     /// Whether the run opens the sale on time itself.
@@ -163,6 +166,7 @@ pub(super) fn set_up_sale(s: &Scenario) -> anyhow::Result<Sale> {
     }
     Ok(Sale {
         campaign,
+        created,
         scheduled,
         opens,
         room,
@@ -170,27 +174,34 @@ pub(super) fn set_up_sale(s: &Scenario) -> anyhow::Result<Sale> {
     })
 }
 
-/// Waits until every target shows the campaign, for at most 5 s.
-pub(super) fn wait_until_shown(urls: &[&str], campaign: &str) -> anyhow::Result<()> {
+/// Waits until every target shows the campaign, for at most 5 s; the price of its units,
+/// as the first target shows it to buyers.
+pub(super) fn wait_until_shown(urls: &[&str], campaign: &str) -> anyhow::Result<Price> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(5)))
         .proxy(None)
         .build()
         .into();
     let seen = Instant::now();
+    let mut price = None;
     for url in urls {
-        while agent
-            .get(&format!("{url}/api/campaigns/{campaign}"))
-            .call()
-            .is_err()
-        {
-            if seen.elapsed() > Duration::from_secs(5) {
-                bail!("target: {url} does not show campaign {campaign}");
+        let answer = loop {
+            match agent.get(&format!("{url}/api/campaigns/{campaign}")).call() {
+                Ok(r) => break r,
+                Err(_) if seen.elapsed() > Duration::from_secs(5) => {
+                    bail!("target: {url} does not show campaign {campaign}")
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }
-            std::thread::sleep(Duration::from_millis(50));
+        };
+        if price.is_none() {
+            let text = answer.into_body().read_to_string()?;
+            price = Some(Price::of_answer(&text).with_context(|| {
+                format!("target: {url} answered campaign {campaign} with {text}")
+            })?);
         }
     }
-    Ok(())
+    price.with_context(|| format!("target: no node shows campaign {campaign}"))
 }
 
 /// Every account but the skipper's proves its work before the sale: the tickets by

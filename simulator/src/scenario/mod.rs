@@ -32,6 +32,13 @@ pub struct Scenario {
     /// The `aud` of the tokens signed here (default `seckill`).
     #[serde(default)]
     pub token_audience: Option<String>,
+    /// The payment provider's webhook secret (`whsec_…`, mode 0600; one of the nodes'
+    /// `payments.webhook_secret_files`): buyers' payments are `payment.succeeded` webhooks
+    /// signed here, as the provider signs them, sent to `/api/payments/webhook`. Without
+    /// it, buyers pay through the demo provider's `POST /api/orders/{id}/pay` (nodes with
+    /// `payments.provider = "demo"`).
+    #[serde(default)]
+    pub webhook_secret_file: Option<PathBuf>,
     pub duration_s: f64,
     #[serde(default)]
     pub threads: Option<usize>,
@@ -120,6 +127,19 @@ pub struct Population {
     pub addresses: u32,
     #[serde(default)]
     pub pay_fraction: f64,
+    /// Of the buyers who pay, those who pay after their hold's deadline: the money is
+    /// owed back, no unit. This share and the next two need `webhook_secret_file`; the
+    /// rest of the buyers pay once, on time, the right amount.
+    #[serde(default)]
+    pub pay_late_fraction: f64,
+    /// Of the buyers who pay, those who pay a second time, with a payment of its own: the
+    /// second is owed back.
+    #[serde(default)]
+    pub pay_twice_fraction: f64,
+    /// Of the buyers who pay, those who pay one minor unit too much: a mismatch, nothing
+    /// paid.
+    #[serde(default)]
+    pub pay_wrong_amount_fraction: f64,
     #[serde(default)]
     pub retry_fraction: f64,
     /// How long a shopper whose purchase got no answer, or a 503, keeps sending it again
@@ -326,6 +346,7 @@ impl Scenario {
                 bail!("{field}: must be between 0 and 1");
             }
         }
+        self.validate_payments()?;
         if let Some(f) = &self.thresholds.fail_on {
             crate::verdict::parse(f)?;
         }
@@ -336,6 +357,37 @@ impl Scenario {
         if p.shopper + p.hammer + p.ip_rotator + p.forger + p.replayer + p.skipper + p.sybil <= 0.0
         {
             bail!("personas: at least one share must be above 0");
+        }
+        Ok(())
+    }
+
+    /// The shares of late, double and wrong-amount payments: each between 0 and 1,
+    /// together at most 1, and only with the provider's secret.
+    fn validate_payments(&self) -> anyhow::Result<()> {
+        let p = &self.population;
+        let shares = [
+            ("population.pay_late_fraction", p.pay_late_fraction),
+            ("population.pay_twice_fraction", p.pay_twice_fraction),
+            (
+                "population.pay_wrong_amount_fraction",
+                p.pay_wrong_amount_fraction,
+            ),
+        ];
+        for (field, v) in &shares {
+            if !(0.0..=1.0).contains(v) {
+                bail!("{field}: must be between 0 and 1");
+            }
+        }
+        if shares.iter().map(|(_, v)| v).sum::<f64>() > 1.0 {
+            bail!(
+                "{}: the shares of late, double and wrong-amount payments add up to more than 1",
+                shares[0].0
+            );
+        }
+        if let Some((field, _)) = shares.iter().find(|(_, v)| *v > 0.0) {
+            if self.webhook_secret_file.is_none() {
+                bail!("{field}: needs webhook_secret_file (--payment-webhook-secret-file): the demo provider pays once, on time, the right amount");
+            }
         }
         Ok(())
     }

@@ -18,6 +18,8 @@ pub struct Overrides {
     pub redis: RedisArgs,
     #[command(flatten)]
     pub shop: crate::shop::ShopArgs,
+    #[command(flatten)]
+    pub payment: crate::provider::PaymentArgs,
     /// How long the run lasts, in seconds.
     #[arg(long)]
     pub duration_s: Option<f64>,
@@ -60,6 +62,15 @@ pub struct Overrides {
     /// Shoppers who pay for what they hold (0 to 1).
     #[arg(long)]
     pub pay_fraction: Option<f64>,
+    /// Of the buyers who pay, those who pay after their hold's deadline (0 to 1).
+    #[arg(long)]
+    pub pay_late_fraction: Option<f64>,
+    /// Of the buyers who pay, those who pay a second time (0 to 1).
+    #[arg(long)]
+    pub pay_twice_fraction: Option<f64>,
+    /// Of the buyers who pay, those who pay one minor unit too much (0 to 1).
+    #[arg(long)]
+    pub pay_wrong_amount_fraction: Option<f64>,
     /// Shoppers who resend their purchase with the same Idempotency-Key (0 to 1).
     #[arg(long)]
     pub retry_fraction: Option<f64>,
@@ -141,6 +152,9 @@ impl Scenario {
             self.population.users => o.users,
             self.population.addresses => o.addresses,
             self.population.pay_fraction => o.pay_fraction,
+            self.population.pay_late_fraction => o.pay_late_fraction,
+            self.population.pay_twice_fraction => o.pay_twice_fraction,
+            self.population.pay_wrong_amount_fraction => o.pay_wrong_amount_fraction,
             self.population.retry_fraction => o.retry_fraction,
             self.population.resend_for_s => o.resend_for_s,
             self.personas.shopper => o.shopper,
@@ -159,6 +173,9 @@ impl Scenario {
         }
         if o.shop.token_audience.is_some() {
             self.token_audience = o.shop.token_audience.clone();
+        }
+        if o.payment.payment_webhook_secret_file.is_some() {
+            self.webhook_secret_file = o.payment.payment_webhook_secret_file.clone();
         }
         if o.redis.password_file.is_some() {
             self.redis_password_file = o.redis.password_file.clone();

@@ -4,10 +4,11 @@
 
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use seckill_testkit::tokens::write_webhook_secret;
 use seckill_testkit::{
     answers, dataplane_bin, free_port, wait_until, write_jwks, write_shop_key, Process, Redis,
     ISSUER,
@@ -26,8 +27,9 @@ pub struct Stack {
 
 impl Stack {
     /// Redis and one node per name, each with 2 shards, its order worker and store
-    /// (`orders-{name}.sqlite`), per-IP limits of 50/s (burst 100) and the data plane
-    /// secret in `secret`.
+    /// (`orders-{name}.sqlite`), per-IP limits of 50/s (burst 100), the data plane
+    /// secret in `secret`, and the demo provider beside the test provider, whose webhook
+    /// secret is in `webhook.secret` ([`Stack::webhook_secret`]).
     pub fn start(names: &[&str]) -> Stack {
         // Load, and no restart: nothing need reach the disk.
         let server = Redis::start_in_memory();
@@ -43,13 +45,16 @@ impl Stack {
         // The shop: its key signs the simulator's tokens, its JWKS the nodes read.
         write_shop_key(dir);
         write_jwks(dir);
+        // The payment provider: its secret signs the simulator's webhooks; the demo
+        // provider's pay route stays for runs without it.
+        let payments = write_webhook_secret(dir, true);
         // Each source address talks to one node.
         std::fs::create_dir_all(dir.join("content")).expect("content dir");
         std::fs::write(dir.join("content/album.zip"), vec![7u8; 10_000]).expect("content");
         let mut nodes = Vec::new();
         let mut targets = Vec::new();
         for name in names {
-            let (node, target) = start_node(dir, server.port, name);
+            let (node, target) = start_node(dir, server.port, name, &payments);
             nodes.push(node);
             targets.push(target);
         }
@@ -66,11 +71,17 @@ impl Stack {
     pub fn path(&self) -> &Path {
         self.server.dir()
     }
+
+    /// The payment provider's webhook secret (`whsec_…`, mode 0600), which the nodes
+    /// verify its webhooks with.
+    pub fn webhook_secret(&self) -> PathBuf {
+        self.path().join("webhook.secret")
+    }
 }
 
-/// A node named `name` on a free port, with its configuration in `dir`; and its URL, once
-/// it answers.
-fn start_node(dir: &Path, redis_port: u16, name: &str) -> (Process, String) {
+/// A node named `name` on a free port, with its configuration in `dir` and the
+/// `[payments]` section `payments`; and its URL, once it answers.
+fn start_node(dir: &Path, redis_port: u16, name: &str, payments: &str) -> (Process, String) {
     let port = free_port();
     let config = dir.join(format!("dp-{name}.toml"));
     let d = dir.display();
@@ -82,7 +93,7 @@ fn start_node(dir: &Path, redis_port: u16, name: &str) -> (Process, String) {
              content_dir = \"{d}/content\"\n\
              [identity]\njwks_file = \"{d}/jwks.json\"\nissuer = \"{ISSUER}\"\n\
              [worker]\nname = \"{name}\"\ndb = \"{d}/orders-{name}.sqlite\"\n[limits]\nip_rate = 50\nip_burst = 100\n\
-             [tickets]\ndifficulty = 8\n[admin]\nlisten = \"\"\n[payments]\nprovider = \"demo\"\n"
+             [tickets]\ndifficulty = 8\n[admin]\nlisten = \"\"\n{payments}"
         ),
     )
     .expect("config");

@@ -41,6 +41,7 @@ run bench/script-instructions.sh 4096
 run bench/redis-ceiling.sh "$rounds" "$secs" 1
 run bench/sim-vs-wrk.sh "$rounds" "$secs" 64
 run bench/metrics-cost.sh "$rounds" "$secs"
+run bench/webhooks.sh "$rounds" "$secs"
 run bench/launch.sh 1 search
 # The run that separates the node from its load: the node alone on one core.
 run env PIN=1 bench/launch.sh 1 search

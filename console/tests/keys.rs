@@ -212,6 +212,84 @@ fn reconciliation_opens_a_scrollable_report() {
 }
 
 #[test]
+fn reconciliation_shows_the_money_and_names_a_payment_without_a_sale() {
+    use seckill_core::keys::{PartitionKeys, UNMATCHED_PAYMENTS};
+
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("orders.sqlite");
+    drop(seckill_orders::OrderDb::open(&db).expect("an order store"));
+    let mut con = redis.con();
+    let spec = seckill_core::campaign::CampaignSpec::from_toml(
+        &std::fs::read_to_string(campaign_file(dir.path(), "till")).expect("read"),
+    )
+    .expect("spec");
+    seckill_core::control::create(&mut con, spec).expect("create");
+    seckill_core::control::arm(&mut con, "till").expect("arm");
+    // Payments as the node records them: one for an order of this sale nobody knows,
+    // one for another sale's.
+    let record = |order: &str, payment: &str, status: &str| {
+        serde_json::json!({
+            "order_id": order, "payment_id": payment, "amount_cents": "500",
+            "currency": "EUR", "status": status, "reason": "", "ms": "1795982400000",
+        })
+        .to_string()
+    };
+    for (order, payment) in [("till.2.9", "pi_ghost"), ("other.0.1", "pi_other")] {
+        let _: () = con
+            .hset(
+                UNMATCHED_PAYMENTS,
+                payment,
+                record(order, payment, "unmatched"),
+            )
+            .expect("plant");
+    }
+    let mut c = Console::new(&redis, Stores(vec![db]));
+
+    c.press(KeyCode::Char('c'));
+    let Some(Popup::Report { title, lines, .. }) = &c.app.popup else {
+        panic!("no report: {}", c.status());
+    };
+    assert!(title.contains("the ledger holds"), "{title}");
+    for shown in [
+        "  paid       0.00 EUR, 0 payments, for 0 units sold at 5.00 EUR",
+        "  refunds    0 due (0.00 EUR), 0 refunded (0.00 EUR)",
+        "  unmatched  1 (5.00 EUR): payments for orders nobody knows",
+        "  mismatches 0: payments of another amount or currency, which paid nothing",
+    ] {
+        assert!(lines.iter().any(|l| l == shown), "{shown}: {lines:?}");
+    }
+
+    // A payment that paid an order the sale has no record of: named, and the verdict
+    // says so.
+    let _: () = con
+        .hset(
+            PartitionKeys::new("till", 0).payments(),
+            "pi_stray",
+            record("till.0.1", "pi_stray", "paid"),
+        )
+        .expect("plant");
+    c.press(KeyCode::Esc);
+    c.press(KeyCode::Char('c'));
+    let Some(Popup::Report { title, lines, .. }) = &c.app.popup else {
+        panic!("no report: {}", c.status());
+    };
+    assert!(title.contains("VIOLATIONS"), "{title}");
+    for shown in [
+        "  paid       5.00 EUR, 1 payments, for 0 units sold at 5.00 EUR",
+        "  paid unsold 1: pi_stray for till.0.1 (no order)",
+    ] {
+        assert!(lines.iter().any(|l| l == shown), "{shown}: {lines:?}");
+    }
+    let verdict = lines.last().expect("a verdict");
+    assert!(
+        verdict.contains("payments paid 5.00 EUR for 0 units sold at 5.00 EUR")
+            && verdict.contains("1 payments that paid an order not sold"),
+        "{verdict}"
+    );
+}
+
+#[test]
 fn a_waiting_room_shows_what_redis_holds_and_its_rate_changes_from_keys() {
     use seckill_core::campaign::{Action, CampaignSpec};
     use seckill_core::control;

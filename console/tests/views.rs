@@ -368,3 +368,113 @@ fn an_admission_rate_out_of_bounds() {
     assert!(matches!(a.popup, Some(Popup::Input { .. })));
     insta::assert_snapshot!(screen(&a, 80, 24));
 }
+
+/// The reconciliation of a settled sale of 10 units at 12.99 EUR, as `c` shows it: two
+/// orders paid once each (one unit, two), a second payment given back, a late one owed
+/// back, one of the wrong amount, one for an order nobody knows.
+fn reconciled_sale() -> seckill_orders::reconcile::Report {
+    use seckill_core::ledger::Ledger;
+    use seckill_core::payments::PaymentRecord;
+    use seckill_orders::reconcile::{judge, Evidence, PartitionBooks, Payments, RedisOrder};
+
+    let order = |seq: u32, quantity: i64, status: &str| RedisOrder {
+        order_id: format!("drop.0.{seq}"),
+        user: format!("u{seq}"),
+        quantity,
+        status: status.into(),
+        pay_by_ms: NOW - 600_000,
+        paid_ms: (status == "delivered").then_some(NOW - 590_000),
+        delivered_ms: (status == "delivered").then_some(NOW - 589_000),
+        license_key: (status == "delivered").then(|| {
+            (0..quantity)
+                .map(|n| format!("K-{seq}-{n}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }),
+    };
+    let payment = |seq: u32, id: &str, cents: u64, status: &str, reason: &str| PaymentRecord {
+        order_id: format!("drop.0.{seq}"),
+        payment_id: id.into(),
+        amount_cents: cents.to_string(),
+        currency: "EUR".into(),
+        status: status.into(),
+        reason: reason.into(),
+        ms: (NOW - 590_000).to_string(),
+    };
+    let orders = vec![
+        order(1, 1, "delivered"),
+        order(2, 2, "delivered"),
+        order(3, 1, "refund_due"),
+    ];
+    let e = Evidence {
+        campaign: "drop".into(),
+        ledger: Ledger {
+            campaign: "drop".into(),
+            total: 10,
+            remaining: 7,
+            sold: 3,
+            buyers: 2,
+            orders: 3,
+            ..Ledger::default()
+        },
+        stored: orders
+            .iter()
+            .map(|o| {
+                (
+                    o.order_id.clone(),
+                    (o.status.clone(), o.license_key.clone()),
+                )
+            })
+            .collect(),
+        stores: vec!["data/orders/main.sqlite".into()],
+        deliveries: [("drop.0.1".to_string(), 1), ("drop.0.2".to_string(), 1)].into(),
+        taken: [(0, 3)].into(),
+        books: vec![PartitionBooks {
+            partition: 0,
+            sold: 3,
+            seq: 3,
+            buyers: [("u1".to_string(), 1), ("u2".to_string(), 2)].into(),
+            orders: orders.clone(),
+            ..PartitionBooks::default()
+        }],
+        orders,
+        payments: Some(Payments {
+            currency: "EUR".into(),
+            price_cents: 1299,
+            records: vec![
+                payment(1, "pi_1", 1299, "paid", ""),
+                payment(2, "pi_2", 2598, "paid", ""),
+                payment(2, "pi_2_again", 2598, "refunded", "duplicate"),
+                payment(3, "pi_3", 1299, "refund_due", "expired"),
+                payment(3, "pi_3_short", 999, "mismatch", "amount"),
+            ],
+            unmatched: vec![payment(9, "pi_9", 1299, "unmatched", "")],
+        }),
+        ..Evidence::default()
+    };
+    judge(e, NOW)
+}
+
+#[test]
+fn a_reconciliation_shows_the_money() {
+    use seckill_console::command::Done;
+
+    let r = reconciled_sale();
+    assert!(r.holds(), "{r}");
+    let mut a = app();
+    a.on_done(Ok(Done::Report {
+        title: "reconciliation of drop: the ledger holds".into(),
+        text: r.to_string(),
+    }));
+    let s = screen(&a, 80, 24);
+    let text = said(&s);
+    for shown in [
+        "paid 38.97 EUR, 2 payments, for 3 units sold at 12.99 EUR",
+        "refunds 1 due (12.99 EUR), 1 refunded (25.98 EUR)",
+        "unmatched 1 (12.99 EUR): payments for orders nobody knows",
+        "mismatches 1: payments of another amount or currency, which paid nothing",
+    ] {
+        assert!(text.contains(shown), "{shown}: {text}");
+    }
+    insta::assert_snapshot!(s);
+}

@@ -406,3 +406,127 @@ fn an_ed25519_key_verifies_v1a_webhooks_and_the_shoppers_own_pay_route_is_gone()
     assert!(r.holds(), "{r}");
     assert_eq!(r.ledger.sold, 1);
 }
+
+#[test]
+fn reconciliation_counts_the_money_of_a_sale_paid_by_webhook() {
+    let redis = Redis::start();
+    let node = Node::start(&redis, 2);
+    let mut s = spec("till", 20, 2, 3);
+    s.price_cents = 1299;
+    s.hold_ttl_s = 3;
+    open_sale(&redis, &node, s);
+    let c = node.client();
+    let pay = |id: &str, payment: &str, units: u64| {
+        send(
+            &c,
+            &format!("msg_{payment}"),
+            event("payment.succeeded", id, units * 1299, "EUR", payment),
+        )
+    };
+
+    // Ann pays one unit, Bob two, Cat one: each paid once, each delivered.
+    let mut sold = Vec::new();
+    for (user, units) in [("ann", 1), ("bob", 2), ("cat", 1)] {
+        let (token, id) = buy(&c, "till", user, units as u32);
+        let (code, v) = pay(&id, &format!("pi_{user}"), units);
+        assert_eq!((code, v["outcome"].as_str()), (200, Some("paid")), "{v}");
+        sold.push((token, id));
+    }
+    for (token, id) in &sold {
+        delivered(&c, id, token);
+    }
+    // Cat pays twice: the second payment is owed back, and takes no unit.
+    let (code, v) = pay(&sold[2].1, "pi_cat_again", 1);
+    assert_eq!(
+        (code, v["outcome"].as_str()),
+        (200, Some("refund_due")),
+        "{v}"
+    );
+    // Dan pays after his hold expired: owed back.
+    let (token, id) = buy(&c, "till", "dan", 1);
+    wait_until("the hold to expire", Duration::from_secs(10), || {
+        order(&c, &id, &token)["status"] == "expired"
+    });
+    let (code, v) = pay(&id, "pi_dan", 1);
+    assert_eq!(
+        (code, v["outcome"].as_str()),
+        (200, Some("refund_due")),
+        "{v}"
+    );
+    // Money for an order of this sale nobody knows, and for one of another sale.
+    for (order, payment) in [("till.1.999", "pi_ghost"), ("elsewhere.0.1", "pi_other")] {
+        let (code, v) = send(
+            &c,
+            &format!("msg_{payment}"),
+            event("payment.succeeded", order, 1299, "EUR", payment),
+        );
+        assert_eq!(
+            (code, v["outcome"].as_str()),
+            (200, Some("unmatched")),
+            "{v}"
+        );
+    }
+
+    let r = reconciled(&redis, "till", &[node.db()]);
+    assert!(r.holds(), "{r}");
+    let m = r.money.as_ref().expect("the money section");
+    assert_eq!((r.ledger.sold, m.sold), (4, 4), "{r}");
+    assert_eq!(m.taken.currency, "EUR");
+    assert_eq!(m.taken.paid_cents, 1299 * 4, "{r}");
+    assert_eq!(m.sales_cents, m.price_cents * m.sold, "{r}");
+    assert_eq!(m.taken.payments, 3, "{r}");
+    assert_eq!(
+        (m.taken.refunds_due, m.taken.refunds_due_cents),
+        (2, 2 * 1299),
+        "{r}"
+    );
+    assert_eq!((m.taken.refunded, m.taken.mismatches), (0, 0), "{r}");
+    assert_eq!(m.unmatched, 1, "{r}");
+    assert_eq!(m.unmatched_cents.get("EUR"), Some(&1299), "{r}");
+    assert!(
+        m.unpaid.is_empty() && m.paid_twice.is_empty() && m.paid_unsold.is_empty(),
+        "{r}"
+    );
+    // One refund due for each reason: the second payment, and the late one.
+    let records =
+        seckill_core::payments::of_campaign(&mut redis.con(), "till", 2).expect("payments");
+    let mut due: Vec<(&str, &str)> = records
+        .iter()
+        .filter(|p| p.status == "refund_due")
+        .map(|p| (p.payment_id.as_str(), p.reason.as_str()))
+        .collect();
+    due.sort_unstable();
+    assert_eq!(due, [("pi_cat_again", "duplicate"), ("pi_dan", "expired")]);
+    let text = r.to_string();
+    assert!(
+        text.contains("  paid       51.96 EUR, 3 payments, for 4 units sold at 12.99 EUR\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  refunds    2 due (25.98 EUR), 0 refunded (0.00 EUR)\n"),
+        "{text}"
+    );
+
+    // As a script reads it: `reconcile --json`.
+    let o = Command::new(env!("CARGO_BIN_EXE_seckill-dataplane"))
+        .args([
+            "reconcile",
+            "till",
+            "--json",
+            "--redis",
+            &redis.url(),
+            "--db",
+        ])
+        .arg(node.db())
+        .output()
+        .expect("reconcile");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let money = &v["report"]["money"];
+    assert_eq!(money["paid_cents"], 1299 * 4, "{money}");
+    assert_eq!(money["sales_cents"], 1299 * 4, "{money}");
+    assert_eq!(money["sold"], 4, "{money}");
+    assert_eq!(money["refunds_due"], 2, "{money}");
+    assert_eq!(money["unmatched"], 1, "{money}");
+    assert_eq!(money["currency"], "EUR", "{money}");
+}

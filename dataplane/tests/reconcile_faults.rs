@@ -119,7 +119,13 @@ impl Shop {
                 r.buyers.insert(user.clone(), qty);
             }
             let delivered = status == "delivered";
-            let code = delivered.then(|| format!("K-{id}"));
+            // A key a unit, a line each.
+            let code = delivered.then(|| {
+                (0..qty)
+                    .map(|u| format!("K-{id}-{u}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
             if let (Some(bound), Some(code)) = (&mut e.bound, &code) {
                 bound.insert(id.clone(), code.clone());
             }
@@ -380,15 +386,26 @@ fn plant(shop: &mut Shop, x: &mut Expected, fault: Fault, at: (Index, Index)) {
             };
             let (a, b) = (a.min(b), a.max(b));
             let e = &mut shop.evidence;
+            // B's first key is A's: one code handed out twice, B's units still a key each.
             let code = e.orders[a]
+                .license_key
+                .as_deref()
+                .and_then(|k| k.lines().next())
+                .expect("a delivered order has a code")
+                .to_string();
+            let (ida, idb) = (e.orders[a].order_id.clone(), e.orders[b].order_id.clone());
+            let keys_b = e.orders[b]
                 .license_key
                 .clone()
                 .expect("a delivered order has a code");
-            let (ida, idb) = (e.orders[a].order_id.clone(), e.orders[b].order_id.clone());
-            e.orders[b].license_key = Some(code.clone());
-            e.stored.get_mut(&idb).expect("stored").1 = Some(code.clone());
+            let keys_b: String = std::iter::once(code.as_str())
+                .chain(keys_b.lines().skip(1))
+                .collect::<Vec<_>>()
+                .join("\n");
+            e.orders[b].license_key = Some(keys_b.clone());
+            e.stored.get_mut(&idb).expect("stored").1 = Some(keys_b.clone());
             if let Some(bound) = &mut e.bound {
-                bound.insert(idb.clone(), code.clone());
+                bound.insert(idb.clone(), keys_b);
             }
             x.codes_reused.push((code, ida, idb));
         }

@@ -139,18 +139,16 @@ impl OrderDb {
             );
             let mut upsert = tx.prepare_cached(&upsert)?;
             // A refund done never goes back to due, whatever order the events come in.
-            let mut refund = tx.prepare_cached(
-                "INSERT INTO refunds (order_id, payment_id, campaign, amount_cents, currency, reason, status)
+            const REFUND: &str = "INSERT INTO refunds (order_id, payment_id, campaign, amount_cents, currency, reason, status)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT (order_id, payment_id) DO UPDATE SET status = excluded.status
-                 WHERE excluded.status = 'refunded'",
-            )?;
+                 WHERE excluded.status = 'refunded'";
             for e in events {
                 if seen.execute(params![e.stream, e.entry_id, e.order_id, e.kind.as_str()])? == 0 {
                     continue;
                 }
                 if let (Some(p), Kind::RefundDue | Kind::Refunded) = (&e.payment, e.kind) {
-                    refund.execute(params![
+                    tx.prepare_cached(REFUND)?.execute(params![
                         e.order_id,
                         p.payment_id,
                         e.campaign,
@@ -356,5 +354,32 @@ mod tests {
             .query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))
             .expect("count");
         assert_eq!(recorded, 2);
+    }
+
+    #[test]
+    fn a_refund_is_due_until_done_whatever_order_its_events_come_in() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut db = OrderDb::open(&dir.path().join("w.sqlite")).expect("open");
+        let refund = |entry: &str, kind: Kind| Event {
+            payment: Some(crate::event::Payment {
+                payment_id: "pi_2".into(),
+                amount_cents: 500,
+                currency: "EUR".into(),
+                reason: Some("duplicate".into()),
+            }),
+            order_status: Some("delivered".into()),
+            ..order_event(entry, "c.0.1", kind)
+        };
+        db.apply(&[event("1-0", Kind::Held), refund("2-0", Kind::RefundDue)])
+            .expect("apply");
+        assert_eq!(db.refunds_due().expect("count"), 1);
+        // The order is at the status the event says (a second payment of a delivered
+        // order leaves it delivered), not `refund_due`.
+        assert_eq!(db.orders("c").expect("orders")[0].status, "delivered");
+        db.apply(&[refund("3-0", Kind::Refunded)]).expect("apply");
+        assert_eq!(db.refunds_due().expect("count"), 0);
+        // A due seen again (a replay under another entry) does not make it due again.
+        db.apply(&[refund("4-0", Kind::RefundDue)]).expect("apply");
+        assert_eq!(db.refunds_due().expect("count"), 0);
     }
 }

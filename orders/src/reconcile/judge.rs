@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use seckill_core::keys::OrderId;
 
+use super::money::judge_money;
 use super::{Evidence, PartitionBooks, RedisOrder, Report};
 
 /// Grace after a hold's deadline before it counts as overdue (the reaper runs each second).
@@ -29,8 +30,8 @@ fn reached(then: &str, now: &str) -> bool {
         || (then == "refund_due" && now == "refunded")
 }
 
-/// Judges what was read of one campaign at `now` (ms): the ledger's violations, and the
-/// orders Redis, the streams and the stores disagree on.
+/// Judges what was read of one campaign at `now` (ms): the ledger's violations, the
+/// orders Redis, the streams and the stores disagree on, and the money.
 pub fn judge(e: Evidence, now: i64) -> Report {
     let Evidence {
         campaign,
@@ -45,6 +46,7 @@ pub fn judge(e: Evidence, now: i64) -> Report {
         taken,
         books,
         read_again,
+        payments,
     } = e;
     let mut r = Report {
         campaign,
@@ -64,6 +66,7 @@ pub fn judge(e: Evidence, now: i64) -> Report {
         overdue_holds: vec![],
         orphaned_holds: vec![],
         unindexed_holds: vec![],
+        money: None,
     };
     for o in &orders {
         *r.orders_in_redis.entry(o.status.clone()).or_default() += 1;
@@ -105,6 +108,18 @@ pub fn judge(e: Evidence, now: i64) -> Report {
     }
     let findings = findings(&r);
     r.violations.extend(findings);
+    if let Some(p) = payments {
+        // The counters read with the orders, not the ledger's earlier read: a payment
+        // between the two reads would otherwise look unbalanced.
+        let sold = books.iter().map(|b| b.sold).sum();
+        r.money = Some(judge_money(
+            p,
+            &orders,
+            &read_again,
+            sold,
+            &mut r.violations,
+        ));
+    }
     r
 }
 

@@ -1,9 +1,10 @@
 //! Reconciliation: one campaign compared across Redis (stock, holds, buyers, orders), the
 //! order streams (entries, pending, lag) and every order store, against the ledger:
 //! conservation, no oversell, the per-user limit, every acknowledged order stored, every
-//! paid order delivered exactly once, no code handed out twice. `repair` replays into
-//! the first store what it lacks and releases overdue holds; it never invents or deletes
-//! a sale.
+//! paid order delivered exactly once, no code handed out twice, and the money: payments
+//! that come to price × units sold, one payment for each sold order (`money`). `repair`
+//! replays into the first store what it lacks and releases overdue holds; it never
+//! invents or deletes a sale.
 
 use redis::Commands;
 use seckill_core::connection::Connection;
@@ -15,15 +16,21 @@ use crate::OrderDb;
 use seckill_core::control::{self, ControlError};
 use seckill_core::keys::{self, CodeKeys};
 use seckill_core::ledger::{self, Ledger};
+use seckill_core::payments;
 
 mod gather;
 mod judge;
+mod money;
 mod repair;
+#[cfg(test)]
+mod tests;
 
 use gather::stream_state;
 pub use gather::{backlog, partition_books, redis_orders, PartitionBooks};
 pub use judge::judge;
 use judge::rank;
+use money::paid_after_the_read;
+pub use money::{amount, MoneyReport, Payments};
 pub use repair::{repair, Repaired};
 
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +102,8 @@ pub struct Report {
     pub orphaned_holds: Vec<String>,
     /// Held orders missing from their partition's hold index: nobody would release them.
     pub unindexed_holds: Vec<String>,
+    /// The payments against the sales; `None` when the evidence held no payments.
+    pub money: Option<MoneyReport>,
     pub violations: Vec<String>,
 }
 
@@ -147,20 +156,26 @@ pub struct Evidence {
     /// Each partition's counters, buyers and hold index, read at the instant its orders
     /// were: the counters must agree with the orders to the unit.
     pub books: Vec<PartitionBooks>,
-    /// Orders a store showed further on than Redis's first read, read from Redis again
-    /// after the stores: the status each has now. An order paid or expired between the
-    /// two reads is not a disagreement; a store ahead of what Redis still holds is.
+    /// Orders a later read showed further on than Redis's first read (a store, or a
+    /// payment that paid it), read from Redis again after the stores and the payments:
+    /// the status each has now. An order paid or expired between the reads is not a
+    /// disagreement; a store or a payment ahead of what Redis still holds is.
     pub read_again: HashMap<String, String>,
+    /// The campaign's payments, read after its orders; without them (`None`) the money
+    /// is not judged.
+    pub payments: Option<Payments>,
 }
 
 /// The status Redis has now of each order a store holds at a later status than `orders`
-/// (Redis's first read) showed.
+/// (Redis's first read) showed, and of each order a payment paid that `orders` did not
+/// show sold.
 fn read_again(
     con: &mut Connection,
     orders: &[RedisOrder],
     stored: &HashMap<String, (String, Option<String>)>,
+    payments: &Payments,
 ) -> Result<HashMap<String, String>, ReconcileError> {
-    let ahead: Vec<&str> = orders
+    let mut ahead: Vec<&str> = orders
         .iter()
         .filter(|o| {
             stored
@@ -168,7 +183,10 @@ fn read_again(
                 .is_some_and(|(s, _)| rank(s) > rank(&o.status))
         })
         .map(|o| o.order_id.as_str())
+        .chain(paid_after_the_read(&payments.records, orders))
         .collect();
+    ahead.sort_unstable();
+    ahead.dedup();
     let mut now = HashMap::with_capacity(ahead.len());
     for id in ahead {
         let Some(oid) = keys::OrderId::parse(id) else {
@@ -221,7 +239,18 @@ pub fn reconcile(
             }
         }
     }
-    let read_again = read_again(con, &orders, &stored)?;
+    // After the orders: a payment taken in between shows here and is read again below.
+    let campaign_orders = format!("{id}{}", keys::OrderId::SEP);
+    let payments = Payments {
+        currency: c.spec.currency.clone(),
+        price_cents: c.spec.price_cents,
+        records: payments::of_campaign(con, id, c.spec.partitions)?,
+        unmatched: payments::unmatched(con)?
+            .into_iter()
+            .filter(|p| p.order_id.starts_with(&campaign_orders))
+            .collect(),
+    };
+    let read_again = read_again(con, &orders, &stored, &payments)?;
     let bound = match c.spec.codes_file {
         Some(_) => Some(con.hgetall(CodeKeys::new(id).bound())?),
         None => None,
@@ -239,6 +268,7 @@ pub fn reconcile(
         taken,
         books,
         read_again,
+        payments: Some(payments),
     };
     Ok(judge(evidence, seckill_core::now_ms()))
 }
@@ -246,10 +276,17 @@ pub fn reconcile(
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let l = &self.ledger;
+        // The four statuses always; money owed or given back only when some order has it.
         let counts = |m: &BTreeMap<String, u64>| {
-            ["held", "paid", "delivered", "expired"]
+            let always = ["held", "paid", "delivered", "expired"];
+            always
                 .iter()
                 .map(|s| format!("{s} {}", m.get(*s).copied().unwrap_or(0)))
+                .chain(
+                    m.iter()
+                        .filter(|(s, n)| !always.contains(&s.as_str()) && **n > 0)
+                        .map(|(s, n)| format!("{s} {n}")),
+                )
                 .collect::<Vec<_>>()
                 .join(", ")
         };
@@ -289,6 +326,12 @@ impl std::fmt::Display for Report {
                 " (not drained: store differences may be in flight)"
             }
         )?;
+        if let Some(m) = &self.money {
+            m.fmt_lines(f)?;
+        }
+        let none = Vec::new();
+        let money =
+            |list: fn(&MoneyReport) -> &Vec<String>| self.money.as_ref().map_or(&none, list);
         for (label, list) in [
             ("missing", &self.missing),
             ("not in redis", &self.unknown),
@@ -299,6 +342,9 @@ impl std::fmt::Display for Report {
             ("overdue holds", &self.overdue_holds),
             ("orphaned holds", &self.orphaned_holds),
             ("unindexed holds", &self.unindexed_holds),
+            ("unpaid", money(|m| &m.unpaid)),
+            ("paid twice", money(|m| &m.paid_twice)),
+            ("paid unsold", money(|m| &m.paid_unsold)),
         ] {
             if !list.is_empty() {
                 let shown: Vec<&str> = list.iter().take(5).map(String::as_str).collect();

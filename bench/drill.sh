@@ -8,7 +8,7 @@
 #   bench/drill.sh [RATE] [short]
 #   DRILLS="flood skew" bench/drill.sh   # only those, beside the reference
 #   (names: flood burst dataplane worker redis redis_slow skew cut replies loss worker_cut
-#   isolate)
+#   isolate webhooks)
 #
 # `short` (what `just test` runs) has the same drills with a shorter surge and shorter
 # outages. The drills:
@@ -43,6 +43,11 @@
 #   slow-loris cut at the header timeout, and the purchase p99 of the steady state (after
 #   the opening's ramp) within 2x the reference's (shown, not judged, in the short form:
 #   latency bounds belong to benchmarks, not to `just test`).
+# - webhook storm: the buyers pay by the provider's signed webhooks, each sent with 5
+#   copies of it at once (the same `webhook-id`, the same body), as a retry storm sends
+#   them; a fifth of the buyers pay twice and a tenth after their hold's deadline: every
+#   payment taken once, no unit sold without one, and the money reconciled (payments
+#   that paid come to price × units sold, none paid twice).
 #
 # Verdict columns: acknowledged purchases lost (more units answered 200 than orders in
 # Redis), oversell, per-user limit breaches, duplicate deliveries, orders missing from the
@@ -173,6 +178,9 @@ redis_up() {
 }
 # Every node: no worker of its own (the drill's worker runs apart), the demo's limits, no
 # drain on SIGTERM (no load balancer here to take it out: the skewed nodes stop at once).
+# The payment provider's webhook secret, which every node verifies with: the webhook
+# storm drill's buyers pay through it, the others through the demo provider.
+(umask 077 && printf 'whsec_%s' "$(head -c 32 /dev/urandom | base64 -w0)" > "$work/webhook.secret")
 cat > "$work/dp.toml" <<TOML
 content_dir = "$work/content"
 [http]
@@ -188,7 +196,8 @@ TOML
 serve() {
   $bin/seckill-dataplane serve --config "$1" --listen "127.0.0.1:$2" --admin-listen "127.0.0.1:$3" \
       --redis "$4" --redis-password-file "$node_password_file" --shards "$5" \
-      --secret-file "$work/secret" --demo-payments 2>>"$6" &
+      --secret-file "$work/secret" --demo-payments \
+      --payment-webhook-secret-file "$work/webhook.secret" 2>>"$6" &
   served=$!
   pids+=($served)
   wait_http "http://127.0.0.1:$2"
@@ -467,6 +476,8 @@ fault_isolate() {
   fi
 }
 fault_isolate_nowait() { fault_isolate; }
+# The webhook storm is in the buyers' payments (the simulator's flags, in `drill`).
+fault_webhooks() { :; }
 
 rows=()
 failed=0
@@ -522,6 +533,11 @@ drill() {
     fault_cut | fault_replies)
       extra+=(--shopper 1 --hammer 0 --ip-rotator 0 --forger 0 --replayer 0 --skipper 0 --sybil 0) ;;
   esac
+  if [ "$fault" = fault_webhooks ]; then
+    # Every payment a signed webhook sent with 5 copies at once; some paid twice, some late.
+    extra+=(--payment-webhook-secret-file "$work/webhook.secret" --webhook-copies 5
+      --pay-twice-fraction 0.2 --pay-late-fraction 0.1)
+  fi
   campaign_ids > "$work/ids.before"
   run_started=$(date +%s.%N) burst_at=""
   $bin/seckill-sim run --scenario config/scenarios/launch.toml --target "$target" \
@@ -636,7 +652,27 @@ if fault == "fault_flood" and ref_p99:
             fail.append(f"steady p99 {steady:.1f} ms above twice the reference's")
         else:
             notes.append("above twice: judged only by the full drill")
-recover = "-" if fault in ("fault_none", "fault_skew", "fault_flood", "fault_burst", "fault_loss", "fault_worker_cut") else f"{recovered - ended:.2f} s"
+if fault == "fault_webhooks":
+    # Each payment taken once, whatever the copies: the node recorded the payments
+    # answered `paid`, every unit sold has one, and the money section balances.
+    p, m = r["payments"], c.get("money")
+    rec = p["recorded"]
+    notes.append(f"{p['sent']} payments, {p['copies']} copies at once, copies' answers {p['copy_answers']}; "
+                 f"{r['paid']} paid, {p['refunds_due']} refunds due; recorded {rec['payments']} paid, {rec['refunds_due']} refunds due")
+    if p["provider"] != "webhook" or not p["copies"]:
+        fail.append("the payments were not webhooks sent with copies")
+    if p["unpaid_orders"]:
+        fail.append(f"{len(p['unpaid_orders'])} units sold without a payment answered paid")
+    if not r["paid"] <= rec["payments"] <= r["paid"] + p["unanswered"]:
+        fail.append(f"{rec['payments']} payments recorded for {r['paid']} answered paid")
+    if m is None:
+        fail.append("the reconciliation has no money section")
+    else:
+        notes.append(f"money: {m['paid_cents']} paid, {m['sales_cents']} sales ({m['sold']} sold)")
+        if m["unpaid"] or m["paid_twice"] or m["paid_unsold"] or m["paid_cents"] - m["paid_since_read_cents"] != m["sales_cents"]:
+            fail.append(f"money: {m['paid_cents'] - m['paid_since_read_cents']} paid against {m['sales_cents']} sales, "
+                        f"unpaid {len(m['unpaid'])}, paid twice {len(m['paid_twice'])}, paid unsold {len(m['paid_unsold'])}")
+recover = "-" if fault in ("fault_none", "fault_skew", "fault_flood", "fault_burst", "fault_loss", "fault_worker_cut", "fault_webhooks") else f"{recovered - ended:.2f} s"
 fail += c["violations"]
 if fault == "fault_isolate_nowait":
     # What an acknowledged purchase risks without WAIT, stated, not judged: the ledger's
@@ -682,6 +718,7 @@ drill "node cut off ${cut_s} s" fault_cut
 drill "replies lost ${replies_s} s" fault_replies
 drill "lossy link 5%" fault_loss
 drill "worker cut off ${cut_s} s" fault_worker_cut
+drill "webhook storm" fault_webhooks
 
 # On a Redis Cluster: the stack moves there (a node with and without WAIT, a worker).
 if [ "$SECKILL_DRILL_NS" = none ]; then

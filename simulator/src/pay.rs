@@ -3,14 +3,18 @@
 //! provider's own addresses, sent again with the same `webhook-id` after a 429, a 503 or
 //! no answer; a late payer first reads its order's deadline and pays after it, one who
 //! pays twice sends a second payment of its own, one who pays the wrong amount sends a
-//! minor unit too much. Without the secret, the buyer pays through the demo provider's
+//! minor unit too much. A provider that storms sends copies of each webhook (the same id,
+//! the same body) at once with it, each once; their answers are counted apart. Without the secret, the buyer pays through the demo provider's
 //! route, sent again the same way. A buyer whose order was paid looks at it until it is
 //! delivered and downloads the content, as a buyer's page would; any other looks once.
 //! The last look is counted.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::future::Future;
 use std::net::Ipv4Addr;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use crate::context::Context;
@@ -89,12 +93,100 @@ async fn pay_by_webhook(
     }
     let wrong = b.pays == Payment::WrongAmount;
     let first = p.payment(b.n, 0, order, UNITS, wrong);
-    let mut paid = send(client, ctx, b, order, Payer::Provider(p, &first), tally).await;
+    let mut paid = send_in_storm(client, ctx, p, b, order, &first, tally).await;
     if b.pays == Payment::Twice {
         let second = p.payment(b.n, 1, order, UNITS, false);
-        paid |= send(client, ctx, b, order, Payer::Provider(p, &second), tally).await;
+        paid |= send_in_storm(client, ctx, p, b, order, &second, tally).await;
     }
     Some(paid)
+}
+
+/// Sends `w` as [`send`] does and, at the same time, the provider's copies of it (the same
+/// `webhook-id`, the same body), each once, as a retry storm sends them: the node must take
+/// the payment once. Whether `w` itself was answered `paid`; the copies' answers are
+/// counted apart, and count no payment.
+async fn send_in_storm(
+    client: &Client,
+    ctx: &Context,
+    p: &Provider,
+    b: &Buyer<'_>,
+    order: &str,
+    w: &Webhook,
+    tally: &RefCell<Tally>,
+) -> bool {
+    if p.copies() == 0 {
+        return send(client, ctx, b, order, Payer::Provider(p, w), tally).await;
+    }
+    let mut paid = false;
+    let mut all: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = Vec::new();
+    all.push(Box::pin(async {
+        paid = send(client, ctx, b, order, Payer::Provider(p, w), tally).await;
+    }));
+    for k in 0..p.copies() {
+        all.push(Box::pin(send_copy(client, p, b, w, k as usize, tally)));
+    }
+    join_all(all).await;
+    paid
+}
+
+/// Copy `k` of `w`, sent once from another of the provider's addresses (and so, with
+/// several nodes, maybe to another node); its answer is counted among the copies'.
+async fn send_copy(
+    client: &Client,
+    p: &Provider,
+    b: &Buyer<'_>,
+    w: &Webhook,
+    k: usize,
+    tally: &RefCell<Tally>,
+) {
+    let headers = p.headers(w, seckill_core::now_ms() / 1000).to_vec();
+    let req = Req {
+        method: "POST",
+        path: WEBHOOK_PATH,
+        token: None,
+        idempotency_key: None,
+        receipt: None,
+        headers: &headers,
+        body: w.body.as_bytes(),
+    };
+    let sent = Instant::now();
+    let r = client
+        .send(provider_ip(b.n + 1 + k), &req, webhook_answer)
+        .await;
+    let answered = r.is_ok();
+    let said = match r {
+        Ok((200, Some(outcome))) => outcome,
+        Ok((status, said)) => format!("{status} {}", said.as_deref().unwrap_or("?")),
+        Err(f) => format!("error {}", f.name()),
+    };
+    let mut t = tally.borrow_mut();
+    t.timed("pay copy", sent, answered);
+    *t.payments.copies.entry(said).or_default() += 1;
+}
+
+/// What the node said to a webhook: its status, and the outcome of a 200 or the error
+/// code of anything else.
+fn webhook_answer(status: u16, body: &[u8]) -> (u16, Option<String>) {
+    let said = match status {
+        200 => serde_json::from_slice::<PaymentTaken>(body)
+            .ok()
+            .map(|t| t.outcome),
+        _ => Glance::of(body).error.map(Cow::into_owned),
+    };
+    (status, said)
+}
+
+/// Runs `all` together, until each is done.
+async fn join_all(mut all: Vec<Pin<Box<dyn Future<Output = ()> + '_>>>) {
+    std::future::poll_fn(|cx| {
+        all.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        if all.is_empty() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
 }
 
 /// Who sends a payment: the provider, its webhook; or the buyer, through the demo
@@ -154,16 +246,10 @@ async fn send(
         };
         let sent = Instant::now();
         let r = client
-            .send(ip, &req, |status, body| {
-                let said = match (status, payer) {
-                    (200, Payer::Provider(..)) => serde_json::from_slice::<PaymentTaken>(body)
-                        .ok()
-                        .map(|t| t.outcome),
-                    // The demo's 200 is a paid order.
-                    (200, Payer::Demo) => Some("paid".to_string()),
-                    _ => Glance::of(body).error.map(Cow::into_owned),
-                };
-                (status, said)
+            .send(ip, &req, |status, body| match (status, payer) {
+                // The demo's 200 is a paid order.
+                (200, Payer::Demo) => (status, Some("paid".to_string())),
+                _ => webhook_answer(status, body),
             })
             .await;
         let again = {

@@ -74,13 +74,15 @@ pub struct Webhook {
     pub body: String,
 }
 
-/// The provider of a run: its signer, the price of the units sold, and the run's stamp,
-/// which makes its ids differ from every other run's.
+/// The provider of a run: its signer, the price of the units sold, the run's stamp, which
+/// makes its ids differ from every other run's, and the copies of each webhook it sends at
+/// once as a retry storm does.
 #[derive(Debug, Clone)]
 pub struct Provider {
     signer: Signer,
     price: Price,
     run: String,
+    copies: u32,
 }
 
 impl Provider {
@@ -90,7 +92,20 @@ impl Provider {
             signer,
             price,
             run: run.to_string(),
+            copies: 0,
         }
+    }
+
+    /// The same provider, sending `copies` copies of each webhook (the same `webhook-id`,
+    /// the same body) at once with it, as a provider's retry storm does.
+    pub fn with_copies(mut self, copies: u32) -> Provider {
+        self.copies = copies;
+        self
+    }
+
+    /// The copies of each webhook sent at once with it.
+    pub fn copies(&self) -> u32 {
+        self.copies
     }
 
     /// Payment `k` of buyer `n` for `units` of `order`: the right amount, or one minor unit

@@ -136,7 +136,9 @@ pub fn execute_traced(
     let tokens = account_tokens(s, urls[0])?;
     let sale = set_up_sale(s)?;
     let price = wait_until_shown(&urls, &sale.campaign)?;
-    let provider = signer.map(|signer| Provider::new(signer, price, seckill_core::now_ms()));
+    let provider = signer.map(|signer| {
+        Provider::new(signer, price, seckill_core::now_ms()).with_copies(s.webhook_copies)
+    });
     let (tickets, before) = if sale.require_ticket {
         earn_tickets(s, &sale.campaign, &tokens, &targets, threads)
     } else {

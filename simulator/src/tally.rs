@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::plan::Persona;
 
 /// The routes whose latency the report shows, in the order of a shopper's flow.
-pub const ROUTES: [&str; 11] = [
+pub const ROUTES: [&str; 12] = [
     "challenge",
     "ticket",
     "join",
@@ -18,6 +18,7 @@ pub const ROUTES: [&str; 11] = [
     "retry",
     "resend",
     "pay",
+    "pay copy",
     "order",
     "delivered",
     "download",
@@ -254,6 +255,9 @@ pub struct PaymentBook {
     pub keys_short: u64,
     /// Late payers whose hold outlasted the run: their payment was never sent.
     pub late_not_sent: u64,
+    /// Copies of the webhooks sent at once with them (a retry storm), each once, by what
+    /// the node answered: an outcome, a status and error code, or `error …`.
+    pub copies: BTreeMap<String, u64>,
 }
 
 impl PaymentBook {
@@ -297,6 +301,9 @@ impl PaymentBook {
         self.unpaid_seen.extend(o.unpaid_seen);
         self.keys_short += o.keys_short;
         self.late_not_sent += o.late_not_sent;
+        for (k, n) in o.copies {
+            *self.copies.entry(k).or_default() += n;
+        }
     }
 }
 

@@ -32,13 +32,23 @@ struct BurstCli {
 /// A small sale of 30 units at 12.50 EUR held for a second each, to a crowd of shoppers
 /// who all pay: a quarter late, a quarter twice, a quarter one cent too much.
 fn scenario_file(dir: &std::path::Path, target: &str, redis: &str) -> std::path::PathBuf {
-    let campaign = dir.join("paid.toml");
+    scenario_file_for(dir, target, redis, "simpay")
+}
+
+/// The same sale as [`scenario_file`], as campaign `id`.
+fn scenario_file_for(
+    dir: &std::path::Path,
+    target: &str,
+    redis: &str,
+    id: &str,
+) -> std::path::PathBuf {
+    let campaign = dir.join(format!("{id}.toml"));
     std::fs::write(
         &campaign,
-        "id = \"simpay\"\nname = \"payments test\"\ntotal = 30\npartitions = 2\nper_user_limit = 1\nhold_ttl_s = 1\nprice_cents = 1250\ncurrency = \"EUR\"\ncontent_file = \"album.zip\"\n",
+        format!("id = \"{id}\"\nname = \"payments test\"\ntotal = 30\npartitions = 2\nper_user_limit = 1\nhold_ttl_s = 1\nprice_cents = 1250\ncurrency = \"EUR\"\ncontent_file = \"album.zip\"\n"),
     )
     .expect("campaign file");
-    let path = dir.join("payments.toml");
+    let path = dir.join(format!("{id}-payments.toml"));
     std::fs::write(
         &path,
         format!(
@@ -160,6 +170,86 @@ fn buyers_pay_by_signed_webhooks_late_twice_or_wrong_and_the_books_agree() {
 }
 
 #[test]
+fn a_storm_of_copies_of_each_webhook_pays_each_payment_once() {
+    let stack = Stack::start(&["a"]);
+    let dir = stack.path();
+    let secret = stack.webhook_secret();
+    // The same sale twice: each webhook sent once, then with 5 copies of it at once.
+    let mut runs = Vec::new();
+    for (id, copies) in [("calm", "0"), ("storm", "5")] {
+        let file = scenario_file_for(dir, &stack.target, &stack.redis, id);
+        let argv = [
+            "run".as_ref(),
+            "--scenario".as_ref(),
+            file.as_os_str(),
+            "--payment-webhook-secret-file".as_ref(),
+            secret.as_os_str(),
+            "--webhook-copies".as_ref(),
+            copies.as_ref(),
+        ];
+        let matches = Cli::command().get_matches_from(argv);
+        let args = Cli::from_arg_matches(&matches).expect("arguments").run;
+        let mut s = Scenario::load(&args.scenario).expect("scenario");
+        s.apply(&args.overrides);
+        s.validate().expect("valid");
+        let r = execute(&s, 3).expect("run");
+        eprintln!("{id}: {}", summary(&r));
+        runs.push(r);
+    }
+    for r in &runs {
+        // Each payment counted once, by its own answer: the copies' count none.
+        let p = &r.payments;
+        assert_eq!((p.unanswered, p.late_not_sent), (0, 0), "{p:?}");
+        assert_eq!(p.outcomes.values().sum::<u64>(), p.sent, "{:?}", p.outcomes);
+        assert_eq!(p.sent, r.paid + p.refunds_due + p.mismatches, "{p:?}");
+        assert!(r.paid > 0 && p.refunds_due > 0 && p.mismatches > 0, "{p:?}");
+        // The node took each payment once: recorded to the cent, a unit sold for each.
+        let m = &p.recorded;
+        assert_eq!(
+            (m.payments, m.refunds_due, m.mismatches),
+            (r.paid, p.refunds_due, p.mismatches),
+            "{p:?}"
+        );
+        assert_eq!(m.paid_cents, r.paid * 1250);
+        assert_eq!(m.refunds_due_cents, p.refunds_due * 1250);
+        assert_eq!(r.ledger.sold as u64, r.paid);
+        assert!(p.unpaid_orders.is_empty(), "{:?}", p.unpaid_orders);
+        let rec = r.reconciliation.as_ref().expect("stores given");
+        assert!(rec.holds(), "{:?}", rec.violations);
+        assert!(r.passed(), "{:?}", r.failures);
+    }
+    let (calm, storm) = (&runs[0].payments, &runs[1].payments);
+    assert_eq!((calm.copies, calm.copy_answers.len()), (0, 0));
+    assert_eq!(storm.copies, 5 * storm.sent, "{storm:?}");
+    // A copy is answered as its webhook was, or busy (429, 503) while another copy of it
+    // is being taken: never more `paid` than 5 a payment.
+    let paid_copies = storm.copy_answers.get("paid").copied().unwrap_or(0);
+    assert!(
+        paid_copies > 0 && paid_copies <= 5 * runs[1].paid,
+        "{storm:?}"
+    );
+    for answer in storm.copy_answers.keys() {
+        assert!(
+            storm.outcomes.contains_key(answer)
+                || answer.starts_with("429 ")
+                || answer.starts_with("503 "),
+            "{answer}: {storm:?}"
+        );
+    }
+    // The same sale, the same books: the storm changed no payment, refund or verdict.
+    assert_eq!(
+        (calm.sent, runs[0].paid, calm.refunds_due, calm.mismatches),
+        (
+            storm.sent,
+            runs[1].paid,
+            storm.refunds_due,
+            storm.mismatches
+        )
+    );
+    assert_eq!(runs[0].passed(), runs[1].passed());
+}
+
+#[test]
 fn late_double_and_wrong_payments_need_the_providers_secret() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = scenario_file(dir.path(), "http://127.0.0.1:1", "redis://127.0.0.1:1");
@@ -177,6 +267,25 @@ fn late_double_and_wrong_payments_need_the_providers_secret() {
     s.population.pay_twice_fraction = 0.6;
     let err = s.validate().expect_err("shares above 1").to_string();
     assert!(err.contains("add up to more than 1"), "{err}");
+    // Copies of the webhooks: the provider's too, and a storm of 100 at most.
+    s.population.pay_twice_fraction = 0.25;
+    s.webhook_copies = 101;
+    let err = s.validate().expect_err("101 copies").to_string();
+    assert!(err.starts_with("webhook_copies: at most 100"), "{err}");
+    s.webhook_copies = 5;
+    s.validate().expect("5 copies");
+    s.webhook_secret_file = None;
+    s.population.pay_late_fraction = 0.0;
+    s.population.pay_twice_fraction = 0.0;
+    s.population.pay_wrong_amount_fraction = 0.0;
+    let err = s
+        .validate()
+        .expect_err("copies without the secret")
+        .to_string();
+    assert!(
+        err.starts_with("webhook_copies: needs webhook_secret_file"),
+        "{err}"
+    );
 }
 
 #[test]

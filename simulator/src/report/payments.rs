@@ -45,6 +45,10 @@ pub struct Payments {
     pub keys_short: u64,
     /// Late payers whose hold outlasted the run: their payment was never sent.
     pub late_not_sent: u64,
+    /// Copies of the webhooks sent at once with them (a retry storm), and by what the
+    /// node answered them; they count no payment.
+    pub copies: u64,
+    pub copy_answers: BTreeMap<String, u64>,
     /// Orders sold (in Redis, or as their buyers saw them) without a payment of the run
     /// answered `paid`: units given without a matching payment.
     pub unpaid_orders: Vec<String>,
@@ -69,6 +73,8 @@ impl Payments {
             refunds_listed: book.refunds_listed,
             keys_short: book.keys_short,
             late_not_sent: book.late_not_sent,
+            copies: book.copies.values().sum(),
+            copy_answers: book.copies.clone(),
             unpaid_orders: unpaid(&evidence.sold, &book.unpaid_seen, &book.paid_orders),
             recorded: evidence.recorded,
         }
@@ -78,7 +84,7 @@ impl Payments {
     pub fn text(&self) -> String {
         let r = &self.recorded;
         format!(
-            "payments ({}): {} sent ({} sent again{}, {} unanswered{}); answers {:?}; {} refunds due, {} mismatches; orders after paying {:?}, {} refunds listed; recorded: {} paid ({} {} cents), {} refunds due, {} mismatches; {} units sold without a payment\n",
+            "payments ({}): {} sent ({} sent again{}, {} unanswered{}); answers {:?};{} {} refunds due, {} mismatches; orders after paying {:?}, {} refunds listed; recorded: {} paid ({} {} cents), {} refunds due, {} mismatches; {} units sold without a payment\n",
             self.provider,
             self.sent,
             self.resent,
@@ -94,6 +100,11 @@ impl Payments {
                 String::new()
             },
             self.outcomes,
+            if self.copies > 0 {
+                format!(" {} copies sent at once, answers {:?};", self.copies, self.copy_answers)
+            } else {
+                String::new()
+            },
             self.refunds_due,
             self.mismatches,
             self.orders_seen,

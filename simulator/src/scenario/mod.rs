@@ -39,6 +39,11 @@ pub struct Scenario {
     /// `payments.provider = "demo"`).
     #[serde(default)]
     pub webhook_secret_file: Option<PathBuf>,
+    /// Copies of each payment webhook (the same `webhook-id`, the same body) sent at once
+    /// with it, each once, as a provider's retry storm sends them (default 0; at most
+    /// 100; needs `webhook_secret_file`). The node must take each payment once.
+    #[serde(default)]
+    pub webhook_copies: u32,
     pub duration_s: f64,
     #[serde(default)]
     pub threads: Option<usize>,
@@ -383,6 +388,12 @@ impl Scenario {
                 "{}: the shares of late, double and wrong-amount payments add up to more than 1",
                 shares[0].0
             );
+        }
+        if self.webhook_copies > 100 {
+            bail!("webhook_copies: at most 100");
+        }
+        if self.webhook_copies > 0 && self.webhook_secret_file.is_none() {
+            bail!("webhook_copies: needs webhook_secret_file (--payment-webhook-secret-file): the demo provider sends each payment once");
         }
         if let Some((field, _)) = shares.iter().find(|(_, v)| *v > 0.0) {
             if self.webhook_secret_file.is_none() {

@@ -71,6 +71,11 @@ pub struct Overrides {
     /// Of the buyers who pay, those who pay one minor unit too much (0 to 1).
     #[arg(long)]
     pub pay_wrong_amount_fraction: Option<f64>,
+    /// Copies of each payment webhook (the same webhook-id, the same body) sent at once
+    /// with it, as a provider's retry storm sends them (0 to 100; needs the provider's
+    /// secret).
+    #[arg(long)]
+    pub webhook_copies: Option<u32>,
     /// Shoppers who resend their purchase with the same Idempotency-Key (0 to 1).
     #[arg(long)]
     pub retry_fraction: Option<f64>,
@@ -155,6 +160,7 @@ impl Scenario {
             self.population.pay_late_fraction => o.pay_late_fraction,
             self.population.pay_twice_fraction => o.pay_twice_fraction,
             self.population.pay_wrong_amount_fraction => o.pay_wrong_amount_fraction,
+            self.webhook_copies => o.webhook_copies,
             self.population.retry_fraction => o.retry_fraction,
             self.population.resend_for_s => o.resend_for_s,
             self.personas.shopper => o.shopper,

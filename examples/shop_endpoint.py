@@ -22,6 +22,8 @@ hook = Webhook(open(secret_file).read().strip())
 
 
 class Endpoint(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as a real server keeps its senders' connections
+
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("content-length", "0"))).decode()
         try:

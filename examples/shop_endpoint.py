@@ -13,12 +13,14 @@ The node sends them when its configuration names this endpoint and the same secr
 
 import json
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from standardwebhooks import Webhook
 
 port, secret_file = int(sys.argv[1]), sys.argv[2]
 hook = Webhook(open(secret_file).read().strip())
+printing = threading.Lock()  # a line a webhook, whichever thread takes it
 
 
 class Endpoint(BaseHTTPRequestHandler):
@@ -29,12 +31,14 @@ class Endpoint(BaseHTTPRequestHandler):
         try:
             event = hook.verify(body, dict(self.headers.items()))
         except Exception as e:
-            print(f"refused a webhook: {e}", flush=True)
+            with printing:
+                print(f"refused a webhook: {e}", flush=True)
             self.send_response(401)
         else:
             d = event["data"]
             extra = {k: d[k] for k in ("amount_cents", "currency", "reason", "license_keys") if k in d}
-            print(f"{event['type']:<16} {d.get('order_id', '')} {json.dumps(extra) if extra else ''}", flush=True)
+            with printing:
+                print(f"{event['type']:<16} {d.get('order_id', '')} {json.dumps(extra) if extra else ''}", flush=True)
             self.send_response(204)
         self.send_header("content-length", "0")
         self.end_headers()

@@ -25,7 +25,9 @@ $bin/seckill-dataplane serve --config "$work/empty.toml" --listen "127.0.0.1:$dp
 pids+=($!)
 wait_http "http://127.0.0.1:$dport"
 first=$(token "http://127.0.0.1:$dport" first)
-order=$(curl -s -XPOST "http://127.0.0.1:$dport/api/campaigns/bench/purchase" -H "Authorization: Bearer $first" |
+answer=$(curl -s -XPOST "http://127.0.0.1:$dport/api/campaigns/bench/purchase" -H "Authorization: Bearer $first")
+echo "purchase: $answer"
+order=$(echo "$answer" |
   python3 -c 'import sys,json; print(json.load(sys.stdin)["order_id"])')
 SECKILL_TOKEN=$(token "http://127.0.0.1:$dport" crowd)
 export SECKILL_TOKEN

@@ -274,27 +274,10 @@ const MAX_JWKS_BYTES: u64 = 1 << 20;
 /// The JWKS at an `https://` address, its server trusted by the system's roots or by the
 /// certificates of `ca_file` alone.
 pub fn fetch(url: &str, ca_file: Option<&std::path::Path>) -> Result<String, String> {
-    use ureq::tls::{Certificate, RootCerts, TlsConfig};
-    let roots = match ca_file {
-        Some(path) => {
-            let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let certs: Vec<Certificate<'static>> = ureq::tls::parse_pem(&pem)
-                .filter_map(|item| match item {
-                    Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
-                    _ => None,
-                })
-                .collect();
-            if certs.is_empty() {
-                return Err(format!("{}: no PEM certificate", path.display()));
-            }
-            RootCerts::new_with_certs(&certs)
-        }
-        None => RootCerts::PlatformVerifier,
-    };
     let agent = ureq::Agent::config_builder()
         .https_only(true)
         .timeout_global(Some(Duration::from_secs(5)))
-        .tls_config(TlsConfig::builder().root_certs(roots).build())
+        .tls_config(seckill_orders::https::tls(ca_file)?)
         .build()
         .new_agent();
     let mut answer = agent.get(url).call().map_err(|e| format!("{url}: {e}"))?;

@@ -5,6 +5,7 @@
 
 pub mod db;
 pub mod event;
+pub mod https;
 pub mod metrics;
 pub mod reconcile;
 pub mod shop;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use seckill_core::node_keys::NodeKeys;
 
+mod payments;
 mod sections;
 mod validate;
 pub use sections::{
@@ -273,8 +274,8 @@ impl Config {
             self.max_token_ttl_s,
             self.demo_issuer.then(|| keys.demo_issuer().public_key()),
         )?;
-        let payments = validate::payments(&self.payments, &secrets, listen, &trusted_proxies)?;
-        let shop = validate::shop_webhooks(&self.shop_webhooks)?;
+        let payments = payments::payments(&self.payments, &secrets, listen, &trusted_proxies)?;
+        let shop = payments::shop_webhooks(&self.shop_webhooks)?;
         let node = validate::node(self.node.as_deref(), listen)?;
         Ok(Settings {
             node,

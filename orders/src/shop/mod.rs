@@ -25,6 +25,9 @@ use seckill_core::connection::Connection;
 use seckill_core::keys::{SHOP_DEAD, SHOP_OUTBOX};
 use seckill_core::webhooks::Signer;
 
+mod dead;
+pub use dead::{dead_letters, replay, DeadLetter, KINDS};
+
 /// The outbox's consumer group: every worker's sender in it.
 pub const GROUP: &str = "senders";
 
@@ -427,90 +430,13 @@ fn rand_unit() -> f64 {
 
 /// The client the sender posts with: the system's roots, or the CA file's alone.
 fn agent(opts: &ShopOptions) -> Result<ureq::Agent, String> {
-    use ureq::tls::{Certificate, RootCerts, TlsConfig};
-    let roots = match &opts.ca_file {
-        Some(path) => {
-            let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let certs: Vec<Certificate<'static>> = ureq::tls::parse_pem(&pem)
-                .filter_map(|item| match item {
-                    Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
-                    _ => None,
-                })
-                .collect();
-            if certs.is_empty() {
-                return Err(format!("{}: no PEM certificate", path.display()));
-            }
-            RootCerts::new_with_certs(&certs)
-        }
-        None => RootCerts::PlatformVerifier,
-    };
     Ok(ureq::Agent::config_builder()
         .timeout_global(Some(opts.timeout))
         .http_status_as_error(false)
-        .tls_config(TlsConfig::builder().root_certs(roots).build())
+        .tls_config(crate::https::tls(opts.ca_file.as_deref())?)
         .build()
         .new_agent())
 }
-
-/// A dead letter: a webhook the shop refused for good.
-#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
-pub struct DeadLetter {
-    pub id: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub data: serde_json::Value,
-    pub status: u16,
-    pub at_ms: i64,
-}
-
-/// The dead letters, oldest first.
-pub fn dead_letters(con: &mut Connection) -> redis::RedisResult<Vec<DeadLetter>> {
-    let all: Vec<(String, String)> = con.hgetall(SHOP_DEAD)?;
-    let mut out: Vec<DeadLetter> = all
-        .into_iter()
-        .filter_map(|(_, v)| serde_json::from_str(&v).ok())
-        .collect();
-    out.sort_by_key(|d| d.at_ms);
-    Ok(out)
-}
-
-/// Puts dead letters back in the outbox (their ids unchanged), `None` for all; returns
-/// how many.
-pub fn replay(con: &mut Connection, id: Option<&str>, cap: u64) -> redis::RedisResult<usize> {
-    let letters: Vec<DeadLetter> = dead_letters(con)?
-        .into_iter()
-        .filter(|d| id.is_none_or(|i| d.id == i))
-        .collect();
-    for d in &letters {
-        let kind = KINDS
-            .iter()
-            .find(|k| **k == d.kind)
-            .copied()
-            .unwrap_or("order.event");
-        enqueue(
-            con,
-            &[Outgoing {
-                id: d.id.clone(),
-                kind,
-                data: d.data.clone(),
-            }],
-            cap,
-        )?;
-        let _: () = con.hdel(SHOP_DEAD, &d.id)?;
-    }
-    Ok(letters.len())
-}
-
-/// Every kind of webhook the shop hears.
-pub const KINDS: [&str; 7] = [
-    "order.held",
-    "order.paid",
-    "order.delivered",
-    "order.expired",
-    "refund.due",
-    "refund.done",
-    "payment.unmatched",
-];
 
 #[cfg(test)]
 mod tests {

@@ -228,7 +228,8 @@ impl Worker {
         Ok(entries.len())
     }
 
-    /// Adds each new order to its shopper's index (`GET /api/orders`), in one round trip.
+    /// Adds each new order to its shopper's index (`GET /api/orders`): in one round trip
+    /// on one Redis, a command a shopper's slot on a cluster.
     fn index_orders(&mut self, events: &[Event]) -> Result<(), WorkerError> {
         let mut pipe = redis::pipe();
         let mut any = false;
@@ -241,7 +242,7 @@ impl Worker {
             any = true;
         }
         if any {
-            pipe.query::<()>(&mut self.con)?;
+            self.con.pipeline::<()>(&pipe)?;
         }
         Ok(())
     }

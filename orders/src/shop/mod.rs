@@ -124,7 +124,7 @@ pub fn enqueue(con: &mut Connection, out: &[Outgoing], cap: u64) -> redis::Redis
             .arg(o.data.to_string())
             .ignore();
     }
-    pipe.query::<()>(con)
+    con.pipeline::<()>(&pipe)
 }
 
 /// What a try came to.
@@ -333,7 +333,7 @@ fn pass(
     // A pass the shop took none of has nothing to acknowledge (and an empty pipeline is
     // no command).
     if tried.iter().any(|(_, sent)| *sent != Sent::Again) {
-        done.query::<()>(con)?;
+        con.pipeline::<()>(&done)?;
     }
     Ok(if failed { Pass::Failed } else { Pass::Sent })
 }
